@@ -1,0 +1,227 @@
+#pragma once
+/// Running kernels over arrays: ooc::transform (elementwise), ooc::reduce (reductions)
+/// and ooc::for_each_tile, each streamed tile by tile through the pipeline.
+///
+/// The kernel contracts:
+///
+/// * An elementwise kernel is a callable taking an Eigen array expression
+///   (ConstArrayMap<C>) and returning an array expression of the same length, e.g.
+///   `[](const auto& x) { return x * 2 + 1; }`. C, the compute type, is the output's
+///   element type: input values are converted to C first, as numpy converts a ufunc's
+///   inputs to its loop type. It must be elementwise: element i of the result may depend
+///   only on element i of the input.
+///
+/// * A reduction kernel is a class with
+///     - `State`, the partial result (or `template <class T> using state_for = ...` when it
+///       depends on the element type T);
+///     - `void partial(State&, const ConstArrayMap<T>& values) const`, called for the
+///       consecutive blocks (kBlockElements or fewer) of one tile, in order;
+///     - `void merge(State& left, State&& right) const`, associative: `right` holds the
+///       elements just after `left`'s;
+///     - `R result(const State&) const` (or `template <class T> R result(...)`), the
+///       answer, of one type R for every element type.
+///   Optional: `State identity() const` (default: `State{}`), `template <class T> using
+///   input_for = U` to see the values converted to U, and `template <class T> static
+///   constexpr bool accepts = ...` to refuse some element types with an error.
+///   Each tile starts from the identity; the commit stage merges tile states into the
+///   running state strictly in tile order, so a result does not depend on the thread count.
+
+#include "ooc/dtype.hpp"
+#include "ooc/error.hpp"
+#include "ooc/mapped_array.hpp"
+#include "ooc/pipeline.hpp"
+#include "ooc/tile_plan.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+namespace ooc {
+
+namespace detail {
+
+/// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
+std::byte* scratch(int slot, std::size_t bytes);
+
+/// Calls f(block, values) for the consecutive blocks of `tile` of `array`, with the
+/// values as ConstArrayMap<C>: mapped in place when the array holds native C, else
+/// converted into a per-thread buffer, as numpy's ufunc buffering does.
+template <class C, class F>
+void visit_values_as(const MappedArray& array, const Tile& tile, F&& f) {
+  const std::byte* base = array.bytes().data();
+  const std::size_t item = static_cast<std::size_t>(array.dtype().itemsize());
+  const bool direct = array.dtype() == dtype_of<C>;
+  C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
+  for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
+    const std::int64_t n = std::min(kBlockElements, tile.end - at);
+    const std::byte* src = base + static_cast<std::size_t>(at) * item;
+    if (direct) {
+      f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(reinterpret_cast<const C*>(src), n));
+    } else {
+      convert(array.dtype(), src, dtype_of<C>, buffer, n);
+      f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(buffer, n));
+    }
+  }
+}
+
+/// Rethrows the current exception as an ooc::Error naming `path` unless it already is one.
+[[noreturn]] void rethrow_naming(const std::string& path);
+
+template <class K, class T>
+concept has_typed_state = requires { typename K::template state_for<T>; };
+template <class K, class T> struct kernel_state { using type = typename K::State; };
+template <class K, class T> requires has_typed_state<K, T>
+struct kernel_state<K, T> { using type = typename K::template state_for<T>; };
+template <class K, class T> using kernel_state_t = typename kernel_state<K, T>::type;
+
+template <class K, class T> struct kernel_input { using type = T; };
+template <class K, class T> requires requires { typename K::template input_for<T>; }
+struct kernel_input<K, T> { using type = typename K::template input_for<T>; };
+template <class K, class T> using kernel_input_t = typename kernel_input<K, T>::type;
+
+template <class K, class T>
+constexpr bool kernel_accepts() {
+  if constexpr (requires { K::template accepts<T>; }) return K::template accepts<T>;
+  else return true;
+}
+
+template <class T, class K>
+kernel_state_t<K, T> kernel_identity(const K& k) {
+  if constexpr (requires { k.template identity<T>(); }) return k.template identity<T>();
+  else if constexpr (requires { k.identity(); }) return k.identity();
+  else return kernel_state_t<K, T>{};
+}
+
+template <class T, class K>
+decltype(auto) kernel_result(const K& k, const kernel_state_t<K, T>& state) {
+  if constexpr (requires { k.template result<T>(state); }) return k.template result<T>(state);
+  else return k.result(state);
+}
+
+template <class K, class... Ts> struct first_accepted_result;
+template <class K, class T, class... Ts> struct first_accepted_result<K, T, Ts...> {
+  using type = typename std::conditional_t<
+      kernel_accepts<K, T>(),
+      std::type_identity<std::decay_t<decltype(kernel_result<T>(std::declval<const K&>(),
+                                                                 std::declval<const kernel_state_t<K, T>&>()))>>,
+      first_accepted_result<K, Ts...>>::type;
+};
+template <class K> struct first_accepted_result<K> { using type = void; };
+
+/// What ooc::reduce(array, K) returns.
+template <class K>
+using reduce_result_t = typename first_accepted_result<K, double, float, half, std::int64_t, std::int32_t,
+                                                       std::int16_t, std::int8_t, std::uint64_t, std::uint32_t,
+                                                       std::uint16_t, std::uint8_t, bool>::type;
+
+void check_transform_arrays(const MappedArray& in, MappedArray& out);
+
+}  // namespace detail
+
+/// out = fn(in) elementwise, computing in C: the input is converted to C, fn's result is
+/// converted to out's dtype (and byte order). `out` may be `in` itself (in place) if it
+/// was mapped read-write.
+template <class C, class Fn>
+void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  detail::check_transform_arrays(in, out);
+  const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+  detail::Streams streams(plan, options);
+  if (&in != &out) streams.add_input(in);
+  streams.add_output(out);
+  std::byte* out_base = out.writable_bytes().data();
+  const DType out_dtype = out.dtype();
+  const bool out_direct = out_dtype == dtype_of<C>;
+  const std::size_t out_item = static_cast<std::size_t>(out_dtype.itemsize());
+  struct Done {};
+  try {
+    run_pipeline(
+        plan, streams, options,
+        [&](const Tile& tile) {
+          detail::visit_values_as<C>(in, tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
+            std::byte* dst = out_base + static_cast<std::size_t>(piece.begin) * out_item;
+            if (out_direct) {
+              ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x).template cast<C>();
+            } else {
+              C* result = reinterpret_cast<C*>(detail::scratch(1, sizeof(C) * kBlockElements));
+              ArrayMap<C>(result, piece.size()) = fn(x).template cast<C>();
+              convert(dtype_of<C>, result, out_dtype, dst, piece.size());
+            }
+          });
+          return Done{};
+        },
+        [](const Tile&, Done&&) {});
+  } catch (...) {
+    detail::rethrow_naming(in.path());
+  }
+}
+
+/// out = fn(in) elementwise, computing in out's element type.
+template <class Fn>
+void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  visit_dtype(out.dtype(), [&]<class C>(std::type_identity<C>) {
+    transform_as<C>(in, out, std::forward<Fn>(fn), options);
+  });
+}
+
+/// Reduces every element of `in` with a reduction kernel (see the contract above).
+template <class Kernel>
+detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
+                                       const PipelineOptions& options = {}) {
+  using Result = detail::reduce_result_t<Kernel>;
+  static_assert(!std::is_void_v<Result>, "the kernel accepts no element type");
+  try {
+    return visit_dtype(in.dtype(), [&]<class T>(std::type_identity<T>) -> Result {
+      if constexpr (!detail::kernel_accepts<Kernel, T>()) {
+        throw UsageError(in.path(), "this reduction does not accept " + in.dtype().name());
+      } else {
+        using State = detail::kernel_state_t<Kernel, T>;
+        using Input = detail::kernel_input_t<Kernel, T>;
+        const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+        detail::Streams streams(plan, options);
+        streams.add_input(in);
+        State total = detail::kernel_identity<T>(kernel);
+        run_pipeline(
+            plan, streams, options,
+            [&](const Tile& tile) {
+              State state = detail::kernel_identity<T>(kernel);
+              detail::visit_values_as<Input>(in, tile, [&](const Tile&, const ConstArrayMap<Input>& x) {
+                kernel.partial(state, x);
+              });
+              return state;
+            },
+            [&](const Tile&, State&& state) { kernel.merge(total, std::move(state)); });
+        return detail::kernel_result<T>(kernel, total);
+      }
+    });
+  } catch (...) {
+    detail::rethrow_naming(in.path());
+  }
+}
+
+/// Calls fn(piece, values) for every tile of `in`, in parallel and in no fixed order;
+/// values is a ConstArrayMap of the array's element type in native byte order (a tile
+/// of a byte-swapped array arrives as several converted pieces).
+template <class Fn>
+void for_each_tile(const MappedArray& in, Fn&& fn, const PipelineOptions& options = {}) {
+  const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+  detail::Streams streams(plan, options);
+  streams.add_input(in);
+  struct Done {};
+  try {
+    visit_dtype(in.dtype(), [&]<class T>(std::type_identity<T>) {
+      run_pipeline(
+          plan, streams, options,
+          [&](const Tile& tile) {
+            detail::visit_values_as<T>(in, tile, fn);
+            return Done{};
+          },
+          [](const Tile&, Done&&) {});
+    });
+  } catch (...) {
+    detail::rethrow_naming(in.path());
+  }
+}
+
+}  // namespace ooc

@@ -1,0 +1,103 @@
+#pragma once
+/// MappedArray: one array of a file, memory-mapped, with its dtype, shape and order.
+
+#include "ooc/dtype.hpp"
+#include "ooc/error.hpp"
+#include "ooc/shape.hpp"
+
+#include <Eigen/Core>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace ooc {
+
+/// What the file's header says: which bytes hold an array of which dtype, shape, order.
+struct ArrayInfo {
+  std::string format = "npy";      // the container format
+  std::string format_version;      // "1.0", "2.0", "3.0" for .npy
+  DType dtype{Kind::floating, 8};
+  Shape shape;
+  Order order = Order::c;
+  std::uint64_t data_offset = 0;   // file offset of the first element
+
+  std::int64_t size() const;       // number of elements
+  std::uint64_t nbytes() const;    // size() * itemsize
+};
+
+enum class Access { read_only, read_write };
+
+template <class T> using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T> using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+namespace detail { class MappedArrayAccess; }
+
+/// An array in a file, mapped into memory. Move-only; unmaps in its destructor. A
+/// read-only mapping cannot be written through: the pages are mapped PROT_READ and every
+/// writing accessor throws.
+class MappedArray {
+ public:
+  MappedArray(MappedArray&&) noexcept;
+  MappedArray& operator=(MappedArray&&) noexcept;
+  ~MappedArray();
+
+  const ArrayInfo& info() const;
+  DType dtype() const { return info().dtype; }
+  const Shape& shape() const { return info().shape; }
+  Order order() const { return info().order; }
+  std::int64_t size() const { return info().size(); }
+  std::uint64_t nbytes() const { return info().nbytes(); }
+  int ndim() const { return static_cast<int>(shape().size()); }
+  /// The name users know the file by (the final name of an output still being written).
+  const std::string& path() const;
+  bool writable() const;
+
+  /// The data bytes, in the file's byte order and memory order.
+  std::span<const std::byte> bytes() const;
+  /// Writable data bytes; throws UsageError for a read-only mapping.
+  std::span<std::byte> writable_bytes();
+
+  /// All elements as an Eigen array in memory order; T must be the array's element type
+  /// and the array must be in native byte order.
+  template <class T> ConstArrayMap<T> values() const {
+    check_view_type(dtype_of<T>);
+    return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), size());
+  }
+  template <class T> ArrayMap<T> writable_values() {
+    check_view_type(dtype_of<T>);
+    return ArrayMap<T>(reinterpret_cast<T*>(writable_bytes().data()), size());
+  }
+
+  /// Makes the data durable. For an array from create_npy: flushes, fsyncs and renames
+  /// the temporary file to its final name; until then the final name is untouched, and
+  /// an array destroyed without commit() removes its temporary file. For a read-write
+  /// mapping: flushes and fsyncs. For a read-only mapping: nothing.
+  void commit();
+  /// True for an output from create_npy that has not been committed yet.
+  bool pending() const;
+
+ private:
+  struct Impl;
+  explicit MappedArray(std::unique_ptr<Impl> impl);
+  void check_view_type(DType wanted) const;
+
+  std::unique_ptr<Impl> impl_;
+
+  friend MappedArray map_file(const std::string& path, Access access);
+  friend MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order);
+  friend class detail::MappedArrayAccess;
+};
+
+/// Opens and maps the array in `path` (a .npy file). Throws ooc::Error naming the file
+/// and the problem if it cannot be read as an array ooc supports.
+MappedArray map_file(const std::string& path, Access access = Access::read_only);
+
+/// Creates a .npy file for an array of this dtype, shape and order, pre-allocated to its
+/// full size and mapped for writing, under a temporary name until commit().
+MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
+                       Order order = Order::c);
+
+}  // namespace ooc

@@ -1,0 +1,13 @@
+#pragma once
+/// The one header users include.
+
+#include "ooc/dtype.hpp"
+#include "ooc/error.hpp"
+#include "ooc/kernel.hpp"
+#include "ooc/mapped_array.hpp"
+#include "ooc/pipeline.hpp"
+#include "ooc/scalar.hpp"
+#include "ooc/shape.hpp"
+#include "ooc/tile_plan.hpp"
+#include "ooc/kernels/elementwise.hpp"
+#include "ooc/kernels/reductions.hpp"

@@ -1,0 +1,124 @@
+#pragma once
+/// The pipeline: a serial prefetch stage, a parallel kernel stage and a serial, in-order
+/// commit stage, run over the tiles of a TilePlan with a bounded number in flight.
+
+#include "ooc/mapped_array.hpp"
+#include "ooc/tile_plan.hpp"
+
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace ooc {
+
+struct Progress {
+  std::size_t tiles_done = 0;
+  std::size_t tiles = 0;
+  std::int64_t elements_done = 0;
+  std::int64_t elements = 0;
+};
+
+struct PipelineOptions {
+  int threads = 0;                            ///< 0: every core TBB sees
+  std::uint64_t tile_bytes = kDefaultTileBytes;
+  int prefetch = 2;                           ///< tiles whose pages are requested ahead
+  int tokens_per_thread = 2;                  ///< tiles in flight per thread
+  bool populate = false;                      ///< fill input page tables in the prefetch stage
+  /// Called from the commit stage after each tile, in tile order.
+  std::function<void(const Progress&)> on_progress;
+};
+
+namespace detail {
+
+/// Page management for the arrays a run streams through: pages of the tiles ahead are
+/// requested before the kernels need them, pages behind the commit point are dropped
+/// from the resident set, and finished output is handed to write-back early.
+class Streams {
+ public:
+  Streams(const TilePlan& plan, const PipelineOptions& options);
+  void add_input(const MappedArray& array);
+  void add_output(const MappedArray& array);
+  /// Serial prefetch stage, before tile `index` goes to a kernel.
+  void prefetch(std::size_t index);
+  /// Serial commit stage, after tile `index` is merged.
+  void release(std::size_t index);
+
+ private:
+  struct Stream {
+    const MappedArray* array;
+    bool output;
+    std::uintptr_t dropped_to = 0;  // pages below this address are no longer resident
+  };
+  const TilePlan& plan_;
+  std::size_t depth_;
+  bool populate_;
+  std::vector<Stream> streams_;
+  std::size_t advised_ = 0;       // tiles [0, advised_) have been requested
+  std::int64_t committed_ = 0;    // elements [0, committed_) are finished
+};
+
+/// The thread count a run uses for `requested` (0: every core).
+int resolve_threads(int requested);
+
+/// Runs fn inside a TBB arena of `threads` threads (allowing more than the cores).
+void run_in_arena(int threads, const std::function<void()>& fn);
+
+}  // namespace detail
+
+/// Runs kernel(tile) -> R for every tile of `plan` in parallel and commit(tile, R&&) for
+/// each in tile order, on the calling thread's behalf; an exception from either cancels
+/// the run and is rethrown here.
+template <class Kernel, class Commit>
+void run_pipeline(const TilePlan& plan, detail::Streams& streams, const PipelineOptions& options,
+                  Kernel&& kernel, Commit&& commit) {
+  using Result = std::invoke_result_t<Kernel&, const Tile&>;
+  struct InFlight {
+    Tile tile;
+    Result result;
+  };
+  if (plan.empty()) return;
+  const int threads = detail::resolve_threads(options.threads);
+  const std::size_t tokens =
+      static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+  Progress progress;
+  progress.tiles = plan.size();
+  progress.elements = plan.elements();
+  std::size_t next = 0;
+
+  detail::run_in_arena(threads, [&] {
+    namespace tbb = oneapi::tbb;
+    tbb::parallel_pipeline(
+        tokens,
+        tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
+                                     [&](tbb::flow_control& control) -> Tile {
+                                       if (next == plan.size()) {
+                                         control.stop();
+                                         return {};
+                                       }
+                                       streams.prefetch(next);
+                                       return plan[next++];
+                                     }) &
+            tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
+                tbb::filter_mode::parallel,
+                [&](const Tile& tile) {
+                  return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
+                }) &
+            tbb::make_filter<std::shared_ptr<InFlight>, void>(
+                tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
+                  commit(done->tile, std::move(done->result));
+                  streams.release(done->tile.index);
+                  if (options.on_progress) {
+                    ++progress.tiles_done;
+                    progress.elements_done = done->tile.end;
+                    options.on_progress(progress);
+                  }
+                }));
+  });
+}
+
+}  // namespace ooc

@@ -1,0 +1,240 @@
+// oocrun: argument parsing and dispatch, nothing else.
+
+#include "cli/options.hpp"
+#include "ooc/ooc.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+namespace {
+
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+struct Common {
+  int threads = 0;
+  std::string tile_bytes = "16M";
+  int prefetch = 2;
+  bool progress = false;
+  bool quiet = false;
+};
+
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+void report(const Common& common, const std::string& line) {
+  if (!common.quiet) std::cerr << "oocrun: " << line << "\n";
+}
+
+// Progress on stderr: redrawn in place on a terminal, a line every 10% otherwise.
+class ProgressReporter {
+ public:
+  ProgressReporter(bool enabled, std::uint64_t bytes_per_element)
+      : enabled_(enabled), item_(bytes_per_element), tty_(::isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void operator()(const ooc::Progress& p) {
+    if (!enabled_ || p.elements == 0) return;
+    const int percent = static_cast<int>(100 * p.elements_done / p.elements);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = seconds > 0 ? static_cast<double>(p.elements_done) * static_cast<double>(item_) / seconds / 1e9 : 0;
+    if (tty_) {
+      std::fprintf(stderr, "\r[%3d%%] %zu/%zu tiles, %.2f GB/s", percent, p.tiles_done, p.tiles, rate);
+      if (p.tiles_done == p.tiles) std::fprintf(stderr, "\n");
+    } else if (percent >= next_percent_ || p.tiles_done == p.tiles) {
+      std::fprintf(stderr, "progress: %d%% (%zu/%zu tiles, %.2f GB/s)\n", percent, p.tiles_done, p.tiles, rate);
+      next_percent_ = percent / 10 * 10 + 10;
+    }
+  }
+
+ private:
+  bool enabled_;
+  std::uint64_t item_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  int next_percent_ = 10;
+};
+
+ooc::PipelineOptions pipeline_options(const Common& common) {
+  ooc::PipelineOptions options;
+  options.threads = common.threads;
+  try {
+    options.tile_bytes = ooc::cli::parse_size(common.tile_bytes);
+  } catch (const std::invalid_argument& e) {
+    throw ooc::UsageError("", std::string("--tile-bytes: ") + e.what());
+  }
+  if (options.tile_bytes == 0) throw ooc::UsageError("", "--tile-bytes must be positive");
+  options.prefetch = common.prefetch;
+  return options;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string shape_json(const ooc::Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+int run_info(const std::string& path, bool json) {
+  const ooc::MappedArray a = ooc::map_file(path);
+  const ooc::ArrayInfo& info = a.info();
+  const std::string order = info.order == ooc::Order::c ? "C" : "F";
+  if (json) {
+    std::cout << "{\"path\": " << ooc::cli::json_string(path) << ", \"format\": \"" << info.format
+              << "\", \"format_version\": \"" << info.format_version << "\", \"dtype\": \"" << info.dtype.descr()
+              << "\", \"dtype_name\": \"" << info.dtype.name() << "\", \"shape\": " << shape_json(info.shape)
+              << ", \"order\": \"" << order << "\", \"fortran_order\": "
+              << (info.order == ooc::Order::fortran ? "true" : "false") << ", \"itemsize\": "
+              << info.dtype.itemsize() << ", \"size\": " << info.size() << ", \"nbytes\": " << info.nbytes()
+              << ", \"data_offset\": " << info.data_offset << "}\n";
+  } else {
+    std::cout << path << ": " << info.format << " " << info.format_version << ", " << info.dtype.name() << " ("
+              << info.dtype.descr() << "), shape " << ooc::shape_repr(info.shape) << ", " << order << " order, "
+              << info.nbytes() << " bytes of data at offset " << info.data_offset << "\n";
+  }
+  return 0;
+}
+
+int run_apply(const Common& common, const std::string& op_spec, const std::string& path,
+              const std::string& out_path, bool in_place, bool json) {
+  const auto op = ooc::kernels::ElementwiseOp::parse(op_spec);
+  ooc::PipelineOptions options = pipeline_options(common);
+  const auto start = std::chrono::steady_clock::now();
+  std::string written;
+  ooc::DType result_dtype = ooc::DType(ooc::Kind::floating, 8);
+  std::uint64_t bytes = 0;
+  ooc::Shape shape;
+  if (in_place) {
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
+    options.on_progress = std::ref(progress);
+    op.apply(a, a, options);
+    a.commit();
+    written = path;
+    result_dtype = a.dtype();
+    bytes = a.nbytes();
+    shape = a.shape();
+  } else {
+    const ooc::MappedArray a = ooc::map_file(path);
+    std::error_code ec;
+    if (std::filesystem::equivalent(path, out_path, ec))
+      throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
+    ooc::MappedArray out = ooc::create_npy(out_path, op.result_dtype(a.dtype()).native(), a.shape(), a.order());
+    ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
+    options.on_progress = std::ref(progress);
+    op.apply(a, out, options);
+    out.commit();
+    written = out_path;
+    result_dtype = out.dtype();
+    bytes = a.nbytes();
+    shape = a.shape();
+  }
+  const double seconds = seconds_since(start);
+  if (json) {
+    std::cout << "{\"op\": " << ooc::cli::json_string(op.spec()) << ", \"input\": " << ooc::cli::json_string(path)
+              << ", \"output\": " << ooc::cli::json_string(written) << ", \"in_place\": " << (in_place ? "true" : "false")
+              << ", \"dtype\": \"" << result_dtype.descr() << "\", \"shape\": " << shape_json(shape)
+              << ", \"bytes\": " << bytes << ", \"seconds\": " << seconds << "}\n";
+  }
+  report(common, op.spec() + " " + path + " -> " + written + " (" + result_dtype.name() + "): " +
+                     ooc::cli::rate_text(bytes, seconds));
+  return 0;
+}
+
+int run_reduce(const Common& common, const std::string& op_name, const std::string& path, bool json) {
+  const auto op = ooc::kernels::ReduceOp::parse(op_name);
+  ooc::PipelineOptions options = pipeline_options(common);
+  const ooc::MappedArray a = ooc::map_file(path);
+  ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
+  options.on_progress = std::ref(progress);
+  const auto start = std::chrono::steady_clock::now();
+  const ooc::Scalar value = op.run(a, options);
+  const double seconds = seconds_since(start);
+  if (json) {
+    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"value\": " << value.to_json()
+              << ", \"dtype\": \"" << value.dtype().name() << "\", \"path\": " << ooc::cli::json_string(path)
+              << ", \"elements\": " << a.size() << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds
+              << "}\n";
+  } else {
+    std::cout << value.to_string() << "\n";
+  }
+  if (op.name() == "mean" && a.size() == 0) report(common, path + ": warning: mean of an empty array is nan");
+  report(common, op.name() + " of " + path + ": " + ooc::cli::rate_text(a.nbytes(), seconds));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"oocrun: stream arrays larger than memory through kernels, tile by tile"};
+  app.require_subcommand(1);
+  Common common;
+  app.add_option("--threads", common.threads, "worker threads (default: every core)")->check(CLI::PositiveNumber);
+  app.add_option("--tile-bytes", common.tile_bytes, "bytes per tile, e.g. 64M or 1G (default 16M)");
+  app.add_option("--prefetch", common.prefetch, "tiles whose pages are requested ahead (default 2)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--progress", common.progress, "show progress on stderr");
+  app.add_flag("--quiet", common.quiet, "print nothing but results and errors");
+
+  std::string op, path, out_path;
+  bool json = false, in_place = false;
+
+  CLI::App* info = app.add_subcommand("info", "print an array's dtype, shape and layout");
+  info->add_option("ARRAY", path, "path.npy")->required();
+  info->add_flag("--json", json, "print one JSON object");
+
+  CLI::App* apply = app.add_subcommand("apply", "apply an elementwise operation: add-one, add:C, scale:C");
+  apply->add_option("OP", op, "operation")->required();
+  apply->add_option("ARRAY", path, "input path.npy")->required();
+  CLI::Option* out_option = apply->add_option("-o,--output", out_path, "output path.npy");
+  CLI::Option* in_place_flag = apply->add_flag("--in-place", in_place, "modify ARRAY itself");
+  out_option->excludes(in_place_flag);
+  apply->add_flag("--json", json, "print one JSON object describing the result");
+
+  CLI::App* reduce = app.add_subcommand("reduce", "reduce all elements: sum, mean, min, max");
+  reduce->add_option("OP", op, "reduction")->required();
+  reduce->add_option("ARRAY", path, "path.npy")->required();
+  reduce->add_flag("--json", json, "print one JSON object");
+
+  for (CLI::App* sub : {info, apply, reduce}) sub->fallthrough();
+
+  try {
+    app.parse(argc, argv);
+    if (apply->parsed() && out_path.empty() && !in_place)
+      throw CLI::ValidationError("apply needs -o OUT or --in-place");
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "oocrun: " << one_line(e.what()) << " (see oocrun --help)\n";
+    return kExitUsage;
+  }
+
+  try {
+    if (info->parsed()) return run_info(path, json);
+    if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
+    return run_reduce(common, op, path, json);
+  } catch (const ooc::UsageError& e) {
+    std::cerr << "oocrun: " << one_line(e.what()) << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "oocrun: " << one_line(e.what()) << "\n";
+    return kExitRuntime;
+  }
+}

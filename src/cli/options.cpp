@@ -1,0 +1,63 @@
+#include "cli/options.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <stdexcept>
+
+namespace ooc::cli {
+
+std::uint64_t parse_size(std::string_view text) {
+  std::size_t i = 0;
+  std::uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+    if (value > (~std::uint64_t{0} - digit) / 10) throw std::invalid_argument("size '" + std::string(text) + "' is too large");
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) throw std::invalid_argument("'" + std::string(text) + "' is not a size (try 64M or 1G)");
+  std::string_view unit = text.substr(i);
+  if (unit.ends_with("iB")) unit.remove_suffix(2);
+  else if (unit.ends_with("B") && unit.size() > 1) unit.remove_suffix(1);
+  int shift = 0;
+  if (unit.empty() || unit == "B") shift = 0;
+  else if (unit == "K" || unit == "k") shift = 10;
+  else if (unit == "M" || unit == "m") shift = 20;
+  else if (unit == "G" || unit == "g") shift = 30;
+  else if (unit == "T" || unit == "t") shift = 40;
+  else throw std::invalid_argument("'" + std::string(text) + "' is not a size (try 64M or 1G)");
+  if (shift > 0 && value > (~std::uint64_t{0} >> shift)) throw std::invalid_argument("size '" + std::string(text) + "' is too large");
+  return value << shift;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string rate_text(std::uint64_t bytes, double seconds) {
+  char buf[96];
+  const double gb = static_cast<double>(bytes) / 1e9;
+  std::snprintf(buf, sizeof buf, "%.3g GB in %.3g s (%.3g GB/s)", gb, seconds,
+                seconds > 0 ? gb / seconds : 0.0);
+  return buf;
+}
+
+}  // namespace ooc::cli

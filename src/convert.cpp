@@ -1,0 +1,89 @@
+#include "ooc/dtype.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace ooc {
+namespace {
+
+template <class T>
+T load(const std::byte* p, bool swap) {
+  if constexpr (sizeof(T) == 1) {
+    T v;
+    std::memcpy(static_cast<void*>(&v), p, 1);
+    return v;
+  } else {
+    using Bits = std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                 std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+    Bits bits;
+    std::memcpy(&bits, p, sizeof bits);
+    if (swap) {
+      if constexpr (sizeof(T) == 2) bits = __builtin_bswap16(bits);
+      else if constexpr (sizeof(T) == 4) bits = __builtin_bswap32(bits);
+      else bits = __builtin_bswap64(bits);
+    }
+    T v;
+    std::memcpy(static_cast<void*>(&v), &bits, sizeof v);
+    return v;
+  }
+}
+
+template <class T>
+void store(std::byte* p, T v, bool swap) {
+  if constexpr (sizeof(T) == 1) {
+    std::memcpy(p, static_cast<const void*>(&v), 1);
+  } else {
+    using Bits = std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                 std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+    Bits bits;
+    std::memcpy(&bits, static_cast<const void*>(&v), sizeof bits);
+    if (swap) {
+      if constexpr (sizeof(T) == 2) bits = __builtin_bswap16(bits);
+      else if constexpr (sizeof(T) == 4) bits = __builtin_bswap32(bits);
+      else bits = __builtin_bswap64(bits);
+    }
+    std::memcpy(p, &bits, sizeof bits);
+  }
+}
+
+// double -> half rounded once, as numpy's npy_double_to_half: round to float with
+// round-to-odd (no information lost for the second rounding), then to half.
+half double_to_half(double d) {
+  float f = static_cast<float>(d);
+  if (std::isfinite(d) && static_cast<double>(f) != d) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    bits |= 1;
+    std::memcpy(&f, &bits, sizeof f);
+  }
+  return half(f);
+}
+
+template <class To, class From>
+To cast(From v) {
+  if constexpr (std::is_same_v<To, From>) return v;
+  else if constexpr (std::is_same_v<To, bool>) return v != From(0);
+  else if constexpr (std::is_same_v<To, half>) {
+    if constexpr (std::is_same_v<From, double>) return double_to_half(v);
+    else return half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, half>) return static_cast<To>(static_cast<float>(v));
+  else return static_cast<To>(v);
+}
+
+}  // namespace
+
+void convert(DType from, const void* src, DType to, void* dst, std::int64_t count) {
+  const bool swap_in = !from.is_native();
+  const bool swap_out = !to.is_native();
+  visit_dtype(from, [&]<class From>(std::type_identity<From>) {
+    visit_dtype(to, [&]<class To>(std::type_identity<To>) {
+      const auto* in = static_cast<const std::byte*>(src);
+      auto* out = static_cast<std::byte*>(dst);
+      for (std::int64_t i = 0; i < count; ++i)
+        store<To>(out + i * sizeof(To), cast<To>(load<From>(in + i * sizeof(From), swap_in)), swap_out);
+    });
+  });
+}
+
+}  // namespace ooc

@@ -1,0 +1,22 @@
+#pragma once
+// What the pipeline needs of a MappedArray beyond its public face: page advice over
+// element ranges, and the file descriptor for write-back.
+
+#include "ooc/mapped_array.hpp"
+#include "os/memory.hpp"
+
+namespace ooc::detail {
+
+class MappedArrayAccess {
+ public:
+  /// Advises the pages that hold elements [begin, end).
+  static void advise(const MappedArray& array, std::int64_t begin, std::int64_t end, os::Advice advice);
+  /// Drops from the resident set the whole pages that hold only elements before `end`
+  /// and lie at or after `*mark` (an address; 0 means the start of the data), then moves
+  /// the mark. Pages stay in the page cache, dirty ones too.
+  static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
+  /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
+  static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
+};
+
+}  // namespace ooc::detail

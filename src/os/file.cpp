@@ -1,0 +1,134 @@
+#include "os/file.hpp"
+
+#include "ooc/error.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace ooc::os {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string errno_text(int err) {
+  std::string text = std::strerror(err);
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+UniqueFd open_existing(const std::string& path, bool writable) {
+  const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw Error(path, errno_text(errno));
+  UniqueFd owner(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
+  if (S_ISDIR(st.st_mode)) throw Error(path, "is a directory");
+  if (!S_ISREG(st.st_mode)) throw Error(path, "not a regular file");
+  return owner;
+}
+
+std::uint64_t file_size(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::size_t read_at(int fd, void* buffer, std::size_t size, std::uint64_t offset, const std::string& path) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(buffer) + done, size - done,
+                              static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path, "read failed: " + errno_text(errno));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+void write_at(int fd, const void* buffer, std::size_t size, std::uint64_t offset, const std::string& path) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pwrite(fd, static_cast<const char*>(buffer) + done, size - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path, "write failed: " + errno_text(errno));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesystem::path& temp_path) {
+  const std::filesystem::path dir = final_path.has_parent_path() ? final_path.parent_path() : ".";
+  std::random_device seed;
+  std::mt19937_64 rng(seed());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    char suffix[17];
+    std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(rng()));
+    temp_path = dir / ("." + final_path.filename().string() + ".ooc-" + suffix);
+    // 0666 and the umask: the permissions np.save's open() would give.
+    const int fd = ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) return UniqueFd(fd);
+    if (errno != EEXIST) {
+      const int err = errno;
+      throw Error(final_path.string(), "cannot create output: " + errno_text(err));
+    }
+  }
+  throw Error(final_path.string(), "cannot create output: no free temporary name");
+}
+
+void preallocate(int fd, std::uint64_t size, const std::string& path) {
+  if (size == 0) return;
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (err == 0) return;
+  if (err == ENOSPC || err == EFBIG) {
+    struct statvfs fs {};
+    std::string free_text;
+    if (::fstatvfs(fd, &fs) == 0)
+      free_text = ", " + std::to_string(static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize) + " free";
+    throw Error(path, "not enough disk space: needs " + std::to_string(size) + " bytes" + free_text);
+  }
+  throw Error(path, "cannot reserve " + std::to_string(size) + " bytes: " + errno_text(err));
+}
+
+void sync_file(int fd, const std::string& path) {
+  if (::fsync(fd) != 0) throw Error(path, "fsync failed: " + errno_text(errno));
+}
+
+void sync_directory(const std::filesystem::path& directory) {
+  const std::filesystem::path dir = directory.empty() ? "." : directory;
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw Error(dir.string(), "cannot open directory: " + errno_text(errno));
+  UniqueFd owner(fd);
+  if (::fsync(fd) != 0 && errno != EINVAL) throw Error(dir.string(), "fsync failed: " + errno_text(errno));
+}
+
+void rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw Error(to.string(), "cannot move the finished output into place: " + errno_text(errno));
+}
+
+void start_writeback(int fd, std::uint64_t offset, std::uint64_t size) {
+  if (size == 0) return;
+  ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(size), SYNC_FILE_RANGE_WRITE);
+}
+
+}  // namespace ooc::os

@@ -1,0 +1,56 @@
+#pragma once
+// File descriptors and the POSIX calls on them: the only place in ooc that opens,
+// syncs or renames files. Every failure becomes an ooc::Error naming the file.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+namespace ooc::os {
+
+/// One owner for a file descriptor; closes it in its destructor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// The errno text of err, lower-case as the rest of our messages ("no such file or directory").
+std::string errno_text(int err);
+
+/// Opens an existing regular file for reading, or reading and writing.
+UniqueFd open_existing(const std::string& path, bool writable);
+std::uint64_t file_size(int fd, const std::string& path);
+/// Reads up to `size` bytes at `offset`; returns how many were there.
+std::size_t read_at(int fd, void* buffer, std::size_t size, std::uint64_t offset, const std::string& path);
+void write_at(int fd, const void* buffer, std::size_t size, std::uint64_t offset, const std::string& path);
+
+/// Creates an empty file next to `final_path` under a fresh hidden name, so that a
+/// rename can later put it in place atomically. `temp_path` receives the name.
+UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesystem::path& temp_path);
+
+/// Reserves `size` bytes on disk for the file, so a full disk is reported here and not
+/// as a SIGBUS while writing through a mapping. `path` is the name users know.
+void preallocate(int fd, std::uint64_t size, const std::string& path);
+
+void sync_file(int fd, const std::string& path);
+/// Makes a rename in `directory` durable.
+void sync_directory(const std::filesystem::path& directory);
+void rename_file(const std::filesystem::path& from, const std::filesystem::path& to);
+
+/// Starts write-back of a byte range without waiting for it (best effort).
+void start_writeback(int fd, std::uint64_t offset, std::uint64_t size);
+
+}  // namespace ooc::os

@@ -1,0 +1,23 @@
+#pragma once
+// Advice to the kernel about mapped pages: the only place in ooc that calls madvise.
+
+#include <cstddef>
+
+namespace ooc::os {
+
+std::size_t page_size();
+
+enum class Advice {
+  will_need,       // start reading these pages in (MADV_WILLNEED)
+  populate_read,   // fault them in and fill the page table now (MADV_POPULATE_READ)
+  populate_write,  // same, for pages about to be written (MADV_POPULATE_WRITE)
+  dont_need,       // drop them from this process's resident set (MADV_DONTNEED)
+  sequential,      // MADV_SEQUENTIAL for a whole mapping
+};
+
+/// Advises the pages of [address, address + size). Ranges are widened to whole pages,
+/// except for dont_need, which is narrowed so no page outside the range is dropped.
+/// Advice is a hint: failures (old kernels, unsupported values) are ignored.
+void advise(const void* address, std::size_t size, Advice advice);
+
+}  // namespace ooc::os

@@ -51,20 +51,6 @@ int category(Kind kind) {
   }
 }
 
-// The constant in the compute type C, converted as numpy converts a Python scalar to
-// the loop's dtype.
-template <class C>
-C constant_as(const PyScalar& s) {
-  if constexpr (std::is_integral_v<C>) {
-    return s.negative ? static_cast<C>(s.int_value) : static_cast<C>(s.uint_value);
-  } else {
-    const double value = s.as_double();
-    C out;
-    convert(dtype_of<double>, &value, dtype_of<C>, &out, 1);
-    return out;
-  }
-}
-
 }  // namespace
 
 PyScalar PyScalar::parse(std::string_view text) {
@@ -107,8 +93,11 @@ DType result_type(DType array, const PyScalar& scalar) {
   const int array_category = category(array.kind());
   const int scalar_category = scalar.is_integer ? 1 : 2;
   if (scalar_category > array_category) {
-    // A scalar of a higher category keeps its default dtype: int64 or float64.
-    return promote_types(array, scalar.is_integer ? DType(Kind::signed_int, 8) : DType(Kind::floating, 8));
+    // A scalar of a higher category keeps its default dtype: float64, or int64 for an
+    // int (uint64 when it is too large for int64, as numpy's conversion of a Python int).
+    if (!scalar.is_integer) return promote_types(array, DType(Kind::floating, 8));
+    const bool fits_int64 = scalar.negative || scalar.uint_value <= static_cast<std::uint64_t>(INT64_MAX);
+    return promote_types(array, DType(fits_int64 ? Kind::signed_int : Kind::unsigned_int, 8));
   }
   MinScalar m = min_scalar_type(scalar);
   if (m.small_unsigned && (array.kind() == Kind::signed_int || array.kind() == Kind::floating))
@@ -157,7 +146,7 @@ void ElementwiseOp::apply(const MappedArray& in, MappedArray& out, const Pipelin
     if constexpr (std::is_same_v<C, bool>) {
       throw UsageError(in.path(), spec_ + " has no boolean result");  // numpy promotes bool first
     } else {
-      const C c = constant_as<C>(constant_);
+      const C c = constant_.template as<C>();
       switch (code_) {
         case Code::add:
           transform_as<C>(in, out, [c](const auto& x) { return x + c; }, options);

@@ -23,6 +23,18 @@ struct PyScalar {
   /// Parses "1", "-3", "2.5", "1e-3", "inf", "nan"; throws std::invalid_argument.
   static PyScalar parse(std::string_view text);
   double as_double() const;
+  /// The constant in element type T, converted as numpy converts a Python scalar to a
+  /// ufunc's loop type (integers cast, floats rounded once).
+  template <class T> T as() const {
+    if constexpr (std::is_integral_v<T>) {
+      return negative ? static_cast<T>(int_value) : static_cast<T>(uint_value);
+    } else {
+      const double value = as_double();
+      T out;
+      convert(dtype_of<double>, &value, dtype_of<T>, &out, 1);
+      return out;
+    }
+  }
 };
 
 /// numpy.result_type(array_of(dtype), scalar) under numpy 1.24's value-based casting.

@@ -8,7 +8,9 @@ namespace {
 
 template <class T>
 T load(const std::byte* p, bool swap) {
-  if constexpr (sizeof(T) == 1) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return *p != std::byte{0};  // any nonzero byte is True, as numpy reads it
+  } else if constexpr (sizeof(T) == 1) {
     T v;
     std::memcpy(static_cast<void*>(&v), p, 1);
     return v;

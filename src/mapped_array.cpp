@@ -74,11 +74,11 @@ const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
 bool MappedArray::pending() const { return !impl_->temp_path.empty(); }
 
-std::span<const std::byte> MappedArray::bytes() const {
+std::span<const std::byte> MappedArray::bytes() const& {
   return {impl_->data, static_cast<std::size_t>(nbytes())};
 }
 
-std::span<std::byte> MappedArray::writable_bytes() {
+std::span<std::byte> MappedArray::writable_bytes() & {
   if (!impl_->writable) throw UsageError(impl_->path, "array is mapped read-only");
   return {impl_->data, static_cast<std::size_t>(nbytes())};
 }

@@ -23,11 +23,12 @@ void Streams::prefetch(std::size_t index) {
     for (const Stream& s : streams_)
       if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::will_need);
   }
-  if (populate_) {
-    const Tile tile = plan_[index];
-    for (const Stream& s : streams_)
-      if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::populate_read);
-  }
+}
+
+void Streams::populate(const Tile& tile) const {
+  if (!populate_) return;
+  for (const Stream& s : streams_)
+    if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::populate_read);
 }
 
 void Streams::release(std::size_t index) {

@@ -7,24 +7,50 @@
 namespace ooc {
 namespace {
 
-// Python's repr marks a float that looks integral with ".0"; to_chars does not.
-std::string pythonize(std::string text) {
-  if (text.find_first_of(".eninf") == std::string::npos) text += ".0";
-  return text;
+// numpy's str of a float scalar: the shortest digits that read back to the same value
+// of its dtype, laid out positionally when the value is 0 or 1e-4 <= |x| < 1e16
+// ("100000.0", "0.0001") and in scientific notation otherwise ("1e+16", "1.5e-05").
+// numpy tests the value, not the digits: float32(1e-4) is just below 1e-4 -> "1e-04".
+std::string numpy_layout(const std::string& scientific, double value) {
+  // scientific is to_chars output: "-d.ddde+XX" or "-de-XX"
+  const std::size_t e = scientific.find('e');
+  const bool negative = scientific[0] == '-';
+  std::string digits;
+  for (std::size_t i = negative ? 1 : 0; i < e; ++i)
+    if (scientific[i] != '.') digits += scientific[i];
+  const int exponent = std::atoi(scientific.c_str() + e + 1);
+  const double magnitude = std::fabs(value);
+  if (magnitude != 0 && (magnitude < 1e-4 || magnitude >= 1e16)) return scientific;
+  std::string out = negative ? "-" : "";
+  if (exponent < 0) {
+    out += "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+  } else if (static_cast<std::size_t>(exponent) + 1 >= digits.size()) {
+    out += digits + std::string(static_cast<std::size_t>(exponent) + 1 - digits.size(), '0') + ".0";
+  } else {
+    out += digits.substr(0, static_cast<std::size_t>(exponent) + 1) + "." +
+           digits.substr(static_cast<std::size_t>(exponent) + 1);
+  }
+  return out;
 }
 
-std::string shortest_half(double value) {
+template <class F>
+std::string shortest_scientific(F value) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+  return std::string(buf, end);
+}
+
+std::string shortest_half_scientific(double value) {
   // Fewest significant digits that still round to the same half.
   const half target(static_cast<float>(value));
-  char buf[32];
-  for (int precision = 1; precision <= 5; ++precision) {
+  char buf[64];
+  for (int precision = 0; precision < 5; ++precision) {
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(value),
-                                   std::chars_format::general, precision);
+                                   std::chars_format::scientific, precision);
     const std::string text(buf, end);
     if (half(std::strtof(text.c_str(), nullptr)) == target) return text;
   }
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(value));
-  return std::string(buf, end);
+  return shortest_scientific(static_cast<float>(value));
 }
 
 }  // namespace
@@ -32,18 +58,9 @@ std::string shortest_half(double value) {
 std::string format_float(double value, int itemsize) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::string text;
-  if (itemsize == 2) {
-    text = shortest_half(value);
-  } else if (itemsize == 4) {
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(value));
-    text.assign(buf, end);
-  } else {
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-    text.assign(buf, end);
-  }
-  return pythonize(std::move(text));
+  if (itemsize == 2) return numpy_layout(shortest_half_scientific(value), value);
+  if (itemsize == 4) return numpy_layout(shortest_scientific(static_cast<float>(value)), value);
+  return numpy_layout(shortest_scientific(value), value);
 }
 
 double Scalar::as_double() const {

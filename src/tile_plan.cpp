@@ -12,7 +12,10 @@ TilePlan::TilePlan(std::int64_t elements, std::int64_t per)
 
 TilePlan TilePlan::contiguous(std::int64_t elements, int itemsize, std::uint64_t tile_bytes) {
   const std::uint64_t per = tile_bytes / static_cast<std::uint64_t>(itemsize);
-  const auto blocks = std::max<std::uint64_t>(1, per / static_cast<std::uint64_t>(kBlockElements));
+  // At least one block; at most what the array needs (a huge tile_bytes must not overflow).
+  const auto needed = static_cast<std::uint64_t>((elements + kBlockElements - 1) / kBlockElements);
+  const auto blocks = std::clamp<std::uint64_t>(per / static_cast<std::uint64_t>(kBlockElements), 1,
+                                                std::max<std::uint64_t>(1, needed));
   return TilePlan(elements, static_cast<std::int64_t>(blocks) * kBlockElements);
 }
 

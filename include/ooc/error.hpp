@@ -26,4 +26,10 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+/// A run stopped because PipelineOptions::cancel was set (Ctrl-C in oocrun).
+class Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace ooc

@@ -157,7 +157,10 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
   }
 }
 
-/// out = fn(in) elementwise, computing in out's element type.
+/// out = fn(in) elementwise, computing in out's element type. out's dtype is known only
+/// at run time, so fn is compiled for every element type: write it generically (e.g.
+/// `x + T(1)` with `using T = typename std::decay_t<decltype(x)>::Scalar`), or name the
+/// compute type with transform_as<C> when fn only makes sense for some types.
 template <class Fn>
 void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
   visit_dtype(out.dtype(), [&]<class C>(std::type_identity<C>) {

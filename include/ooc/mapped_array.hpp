@@ -56,20 +56,25 @@ class MappedArray {
   bool writable() const;
 
   /// The data bytes, in the file's byte order and memory order.
-  std::span<const std::byte> bytes() const;
+  std::span<const std::byte> bytes() const&;
   /// Writable data bytes; throws UsageError for a read-only mapping.
-  std::span<std::byte> writable_bytes();
+  std::span<std::byte> writable_bytes() &;
+  void bytes() const&& = delete;
+  void writable_bytes() && = delete;
 
   /// All elements as an Eigen array in memory order; T must be the array's element type
   /// and the array must be in native byte order.
-  template <class T> ConstArrayMap<T> values() const {
+  template <class T> ConstArrayMap<T> values() const& {
     check_view_type(dtype_of<T>);
     return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), size());
   }
-  template <class T> ArrayMap<T> writable_values() {
+  template <class T> ArrayMap<T> writable_values() & {
     check_view_type(dtype_of<T>);
     return ArrayMap<T>(reinterpret_cast<T*>(writable_bytes().data()), size());
   }
+  // A view of a temporary would outlive its mapping: keep the MappedArray in a variable.
+  template <class T> void values() const&& = delete;
+  template <class T> void writable_values() && = delete;
 
   /// Makes the data durable. For an array from create_npy: flushes, fsyncs and renames
   /// the temporary file to its final name; until then the final name is untouched, and

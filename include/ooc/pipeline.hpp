@@ -2,12 +2,14 @@
 /// The pipeline: a serial prefetch stage, a parallel kernel stage and a serial, in-order
 /// commit stage, run over the tiles of a TilePlan with a bounded number in flight.
 
+#include "ooc/error.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/tile_plan.hpp"
 
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,9 +30,12 @@ struct PipelineOptions {
   std::uint64_t tile_bytes = kDefaultTileBytes;
   int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
-  bool populate = false;                      ///< fill input page tables in the prefetch stage
+  bool populate = false;                      ///< fill a tile's input page table before its kernel runs
   /// Called from the commit stage after each tile, in tile order.
   std::function<void(const Progress&)> on_progress;
+  /// When set (from a signal handler, say), the run stops handing out tiles and throws
+  /// ooc::Cancelled from the next commit; outputs are not committed.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 namespace detail {
@@ -45,6 +50,9 @@ class Streams {
   void add_output(const MappedArray& array);
   /// Serial prefetch stage, before tile `index` goes to a kernel.
   void prefetch(std::size_t index);
+  /// Kernel stage, on the thread about to process the tile: maps its input pages in one
+  /// call rather than a page fault per few pages.
+  void populate(const Tile& tile) const;
   /// Serial commit stage, after tile `index` is merged.
   void release(std::size_t index);
 
@@ -89,6 +97,11 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
   progress.tiles = plan.size();
   progress.elements = plan.elements();
   std::size_t next = 0;
+  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
+  auto throw_cancelled = [&] {
+    throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
+                            std::to_string(plan.size()) + " tiles");
+  };
 
   detail::run_in_arena(threads, [&] {
     namespace tbb = oneapi::tbb;
@@ -96,7 +109,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
         tokens,
         tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
                                      [&](tbb::flow_control& control) -> Tile {
-                                       if (next == plan.size()) {
+                                       if (next == plan.size() || cancelled()) {
                                          control.stop();
                                          return {};
                                        }
@@ -106,19 +119,20 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
             tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
                 tbb::filter_mode::parallel,
                 [&](const Tile& tile) {
+                  streams.populate(tile);
                   return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
                 }) &
             tbb::make_filter<std::shared_ptr<InFlight>, void>(
                 tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
+                  if (cancelled()) throw_cancelled();
                   commit(done->tile, std::move(done->result));
                   streams.release(done->tile.index);
-                  if (options.on_progress) {
-                    ++progress.tiles_done;
-                    progress.elements_done = done->tile.end;
-                    options.on_progress(progress);
-                  }
+                  ++progress.tiles_done;
+                  progress.elements_done = done->tile.end;
+                  if (options.on_progress) options.on_progress(progress);
                 }));
   });
+  if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
 }
 
 }  // namespace ooc

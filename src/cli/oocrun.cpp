@@ -5,7 +5,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <thread>
 
 #include <chrono>
 #include <cstdio>
@@ -67,8 +73,32 @@ class ProgressReporter {
   int next_percent_ = 10;
 };
 
+// Ctrl-C, SIGTERM and SIGHUP cancel the run: the pipeline stops at the next tile, an
+// uncommitted output's temporary file is removed, and oocrun exits 128 + the signal.
+// A second signal exits at once.
+std::atomic<bool> g_cancel{false};
+std::atomic<int> g_signal{0};
+
+void start_signal_watch() {
+  static sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  // Blocked before TBB starts its threads, so they inherit the mask and only the watcher
+  // thread receives these signals.
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (g_signal.exchange(sig) != 0) _exit(128 + sig);
+      g_cancel = true;
+    }
+  }).detach();
+}
+
 ooc::PipelineOptions pipeline_options(const Common& common) {
   ooc::PipelineOptions options;
+  options.cancel = &g_cancel;
   options.threads = common.threads;
   try {
     options.tile_bytes = ooc::cli::parse_size(common.tile_bytes);
@@ -184,10 +214,10 @@ int main(int argc, char** argv) {
   CLI::App app{"oocrun: stream arrays larger than memory through kernels, tile by tile"};
   app.require_subcommand(1);
   Common common;
-  app.add_option("--threads", common.threads, "worker threads (default: every core)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", common.threads, "worker threads (default: every core)")->check(CLI::Range(1, 4096));
   app.add_option("--tile-bytes", common.tile_bytes, "bytes per tile, e.g. 64M or 1G (default 16M)");
   app.add_option("--prefetch", common.prefetch, "tiles whose pages are requested ahead (default 2)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   app.add_flag("--progress", common.progress, "show progress on stderr");
   app.add_flag("--quiet", common.quiet, "print nothing but results and errors");
 
@@ -222,14 +252,32 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "oocrun: " << one_line(e.what()) << " (see oocrun --help)\n";
+    std::string what = one_line(e.what());
+    if (app.get_subcommands().empty()) {
+      // CLI11 says only "A subcommand is required"; name the word it did not know.
+      for (int i = 1; i < argc; ++i) {
+        const std::string word = argv[i];
+        if (word.empty() || word[0] == '-') continue;
+        what = "unknown command '" + word + "' (known: info, apply, reduce)";
+        break;
+      }
+    }
+    std::cerr << "oocrun: " << what << " (see oocrun --help)\n";
     return kExitUsage;
   }
 
+  start_signal_watch();
   try {
     if (info->parsed()) return run_info(path, json);
     if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
     return run_reduce(common, op, path, json);
+  } catch (const ooc::Cancelled& e) {
+    const int sig = g_signal.load();
+    const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+    std::string what = path + ": " + name + ": " + one_line(e.problem());
+    if (apply->parsed()) what += in_place ? "; the array is partly modified" : "; no output written";
+    std::cerr << "oocrun: " << what << "\n";
+    return 128 + sig;
   } catch (const ooc::UsageError& e) {
     std::cerr << "oocrun: " << one_line(e.what()) << "\n";
     return kExitUsage;

@@ -17,8 +17,9 @@ std::uint64_t parse_size(std::string_view text) {
   }
   if (i == 0) throw std::invalid_argument("'" + std::string(text) + "' is not a size (try 64M or 1G)");
   std::string_view unit = text.substr(i);
-  if (unit.ends_with("iB")) unit.remove_suffix(2);
-  else if (unit.ends_with("B") && unit.size() > 1) unit.remove_suffix(1);
+  // A multiplier letter may be followed by "B" or "iB" ("64M", "64MB", "64MiB").
+  if (unit.size() > 1 && unit.ends_with("iB")) unit.remove_suffix(2);
+  else if (unit.size() > 1 && unit.ends_with("B")) unit.remove_suffix(1);
   int shift = 0;
   if (unit.empty() || unit == "B") shift = 0;
   else if (unit == "K" || unit == "k") shift = 10;
@@ -55,7 +56,7 @@ std::string json_string(std::string_view text) {
 std::string rate_text(std::uint64_t bytes, double seconds) {
   char buf[96];
   const double gb = static_cast<double>(bytes) / 1e9;
-  std::snprintf(buf, sizeof buf, "%.3g GB in %.3g s (%.3g GB/s)", gb, seconds,
+  std::snprintf(buf, sizeof buf, "%.2f GB in %.2f s (%.2f GB/s)", gb, seconds,
                 seconds > 0 ? gb / seconds : 0.0);
   return buf;
 }

@@ -32,13 +32,15 @@ std::string errno_text(int err) {
 }
 
 UniqueFd open_existing(const std::string& path, bool writable) {
-  const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(path, errno_text(errno));
   UniqueFd owner(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
   if (S_ISDIR(st.st_mode)) throw Error(path, "is a directory");
   if (!S_ISREG(st.st_mode)) throw Error(path, "not a regular file");
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return owner;
 }
 

@@ -1,0 +1,196 @@
+// Tests for src/cli/options.hpp and src/cli/options.cpp: the pieces of oocrun's command
+// line that are worth testing on their own.
+
+#include "cli/options.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+using namespace std::string_view_literals;
+
+namespace {
+
+using ooc::cli::json_string;
+using ooc::cli::parse_size;
+using ooc::cli::rate_text;
+
+constexpr std::uint64_t kKiB = 1ull << 10;
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr std::uint64_t kGiB = 1ull << 30;
+constexpr std::uint64_t kTiB = 1ull << 40;
+
+}  // namespace
+
+// ---- parse_size -------------------------------------------------------------------------
+
+TEST_CASE("a plain number is a byte count") {
+  CHECK(parse_size("4096") == 4096);
+  CHECK(parse_size("1") == 1);
+  CHECK(parse_size("0") == 0);
+}
+
+TEST_CASE("K, M, G and T are binary multiples") {
+  CHECK(parse_size("64K") == 64 * kKiB);
+  CHECK(parse_size("64M") == 64 * kMiB);
+  CHECK(parse_size("1G") == kGiB);
+  CHECK(parse_size("2T") == 2 * kTiB);
+}
+
+TEST_CASE("the unit letters may be lower case") {
+  CHECK(parse_size("64k") == 64 * kKiB);
+  CHECK(parse_size("64m") == 64 * kMiB);
+  CHECK(parse_size("1g") == kGiB);
+  CHECK(parse_size("2t") == 2 * kTiB);
+}
+
+TEST_CASE("a trailing B or iB after the unit changes nothing") {
+  CHECK(parse_size("64MiB") == 64 * kMiB);
+  CHECK(parse_size("64MB") == 64 * kMiB);
+  CHECK(parse_size("4KiB") == 4 * kKiB);
+  CHECK(parse_size("1GB") == kGiB);
+  CHECK(parse_size("3TiB") == 3 * kTiB);
+}
+
+TEST_CASE("a bare B means bytes") {
+  CHECK(parse_size("512B") == 512);
+}
+
+TEST_CASE("leading zeros are harmless") {
+  CHECK(parse_size("0064M") == 64 * kMiB);
+}
+
+TEST_CASE("text that is not a size is refused with a hint") {
+  for (std::string_view text : {""sv, "M"sv, "12Q"sv, "-1"sv, "+1"sv, " 64M"sv, "64 M"sv, "64M "sv,
+                                "1.5G"sv, "0x10"sv, "64MiBB"sv, "64KM"sv, "64P"sv, "64kb"sv}) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(parse_size(text), doctest::Contains("is not a size (try 64M or 1G)"),
+                         std::invalid_argument);
+  }
+}
+
+TEST_CASE("the refused text is quoted in the message") {
+  CHECK_THROWS_WITH_AS(parse_size("12Q"), "'12Q' is not a size (try 64M or 1G)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_size(""), "'' is not a size (try 64M or 1G)", std::invalid_argument);
+}
+
+TEST_CASE("the largest byte count that fits 64 bits is accepted") {
+  CHECK(parse_size("18446744073709551615") == std::numeric_limits<std::uint64_t>::max());
+  CHECK(parse_size("16777215T") == 16777215ull << 40);
+  CHECK(parse_size("17179869183G") == 17179869183ull << 30);
+}
+
+TEST_CASE("a size that overflows 64 bits is refused as too large") {
+  for (std::string_view text : {"99999999999T"sv, "16777216T"sv, "17179869184G"sv,
+                                "18446744073709551616"sv, "99999999999999999999999"sv,
+                                "99999999999999999999999M"sv}) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(parse_size(text), doctest::Contains("is too large"), std::invalid_argument);
+  }
+  CHECK_THROWS_WITH_AS(parse_size("99999999999T"), "size '99999999999T' is too large",
+                       std::invalid_argument);
+}
+
+// ---- json_string --------------------------------------------------------------------------
+
+TEST_CASE("a JSON string is the text in double quotes") {
+  CHECK(json_string("") == "\"\"");
+  CHECK(json_string("a") == "\"a\"");
+  CHECK(json_string("pressure.npy") == "\"pressure.npy\"");
+}
+
+TEST_CASE("quotes and backslashes are escaped") {
+  CHECK(json_string("say \"hi\"") == R"("say \"hi\"")");
+  CHECK(json_string("C:\\data\\x.npy") == R"("C:\\data\\x.npy")");
+  CHECK(json_string("\\\"") == R"("\\\"")");
+}
+
+TEST_CASE("newlines, carriage returns and tabs get their short escapes") {
+  CHECK(json_string("a\nb") == R"("a\nb")");
+  CHECK(json_string("a\rb") == R"("a\rb")");
+  CHECK(json_string("a\tb") == R"("a\tb")");
+}
+
+TEST_CASE("other control characters are escaped as \\u00XX") {
+  CHECK(json_string("\x01") == R"("\u0001")");
+  CHECK(json_string("\x1f") == R"("\u001f")");
+  CHECK(json_string("\b\f") == R"("\u0008\u000c")");
+  CHECK(json_string("a\0b"sv) == R"("a\u0000b")");
+}
+
+TEST_CASE("printable ASCII, DEL and UTF-8 bytes pass through unchanged") {
+  CHECK(json_string("~ /{}[]:,'") == "\"~ /{}[]:,'\"");
+  CHECK(json_string("\x7f") == "\"\x7f\"");
+  CHECK(json_string("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
+}
+
+// ---- rate_text ------------------------------------------------------------------------------
+//
+// These check the three numbers and the words around them, not the exact digits, so they
+// hold whether the numbers are written "%.3g" (as now) or "%.2f" (as documented).
+
+namespace {
+
+struct Rate {
+  double gigabytes = -1, seconds = -1, rate = -1;
+};
+
+// Reads "<GB> GB in <s> s (<rate> GB/s)" back; fields stay -1 if the text does not match.
+Rate read_rate(const std::string& text) {
+  Rate r;
+  char tail[8] = {};
+  const int n = std::sscanf(text.c_str(), "%lf GB in %lf s (%lf GB/s%7s", &r.gigabytes, &r.seconds,
+                            &r.rate, tail);
+  if (n != 4 || std::string(tail) != ")") return Rate{};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the rate text reads 'N GB in S s (R GB/s)'") {
+  const std::string text = rate_text(2'150'000'000, 1.0);
+  CAPTURE(text);
+  const Rate r = read_rate(text);
+  CHECK(r.gigabytes == doctest::Approx(2.15));
+  CHECK(r.seconds == doctest::Approx(1.0));
+  CHECK(r.rate == doctest::Approx(2.15));
+}
+
+TEST_CASE("gigabytes are decimal, as disk and memory vendors count") {
+  const Rate r = read_rate(rate_text(8'000'000'000, 2.0));
+  CHECK(r.gigabytes == doctest::Approx(8.0));
+  CHECK(r.rate == doctest::Approx(4.0));
+  // 2**30 bytes is 1.07 decimal GB, not 1 GB.
+  CHECK(read_rate(rate_text(1ull << 30, 1.0)).gigabytes == doctest::Approx(1.07).epsilon(0.005));
+}
+
+TEST_CASE("the rate is the bytes divided by the seconds") {
+  const std::string text = rate_text(1'234'567'890, 0.5);
+  CAPTURE(text);
+  const Rate r = read_rate(text);
+  CHECK(r.gigabytes == doctest::Approx(1.23).epsilon(0.005));
+  CHECK(r.seconds == doctest::Approx(0.5));
+  CHECK(r.rate == doctest::Approx(2.47).epsilon(0.005));
+}
+
+TEST_CASE("zero bytes and zero seconds give a zero rate, not a division by zero") {
+  for (auto [bytes, seconds] : {std::pair{0ull, 1.0}, {1'000'000'000ull, 0.0}, {0ull, 0.0}}) {
+    const std::string text = rate_text(bytes, seconds);
+    CAPTURE(text);
+    CHECK(text.find("inf") == std::string::npos);
+    CHECK(text.find("nan") == std::string::npos);
+    CHECK(read_rate(text).rate == 0.0);
+  }
+}
+
+// A terabyte must not turn into "1e+03 GB" nor 1.1 s into "1.1 s".
+TEST_CASE("the rate reads as options.hpp documents it, even for a terabyte") {
+  CHECK(rate_text(2'150'000'000, 1.10) == "2.15 GB in 1.10 s (1.95 GB/s)");
+  CHECK(rate_text(1'000'000'000'000, 100.0).find("e+") == std::string::npos);
+}

@@ -1,0 +1,84 @@
+"""Shared helpers for the interop tests: run oocrun, make arrays the way numpy users do."""
+import io
+import json
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+
+OOCRUN = os.environ.get("OOCRUN", "oocrun")
+
+# Every dtype ooc accepts, in every byte-order spelling numpy writes.
+DTYPES = ["|b1", "|i1", "|u1",
+          "<i2", ">i2", "<i4", ">i4", "<i8", ">i8",
+          "<u2", ">u2", "<u4", ">u4", "<u8", ">u8",
+          "<f2", ">f2", "<f4", ">f4", "<f8", ">f8"]
+
+
+def run(*args, check=True):
+    """Runs oocrun; returns the CompletedProcess (text mode)."""
+    proc = subprocess.run([OOCRUN, *map(str, args)], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"oocrun {' '.join(map(str, args))} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def run_json(*args):
+    proc = run(*args, "--json", "--quiet")
+    return json.loads(proc.stdout)
+
+
+def sample(dtype, shape, seed=0, nan=False):
+    """Values that exercise a dtype: the whole integer range (so sums wrap), signed
+    floats of mixed magnitude, booleans of both values."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    if dt.kind == "b":
+        flat = rng.integers(0, 2, n).astype(bool)
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        flat = rng.integers(info.min, info.max, n, dtype=dt.newbyteorder("="), endpoint=True)
+    else:
+        scale = 100.0 if dt.itemsize == 2 else 1e6
+        flat = rng.standard_normal(n) * rng.choice([1e-3, 1.0, scale], n)
+        if nan and n > 3:
+            flat[n // 3] = np.nan
+    return flat.astype(dt).reshape(shape)
+
+
+def npy_bytes(array, version=None):
+    buf = io.BytesIO()
+    if version is None:
+        np.save(buf, array)
+    else:
+        np.lib.format.write_array(buf, np.asanyarray(array), version=version)
+    return buf.getvalue()
+
+
+def same_scalar(json_value, expected):
+    """True if a JSON value is exactly numpy's scalar (NaN equals NaN)."""
+    expected = np.asarray(expected)
+    got = np.asarray(json_value).astype(expected.dtype) if expected.dtype.kind != "b" else np.asarray(bool(json_value))
+    if expected.dtype.kind == "f" and np.isnan(expected):
+        return bool(np.isnan(got))
+    return got.tobytes() == expected.tobytes()
+
+
+class TempDir:
+    def __init__(self):
+        self._dir = tempfile.TemporaryDirectory(prefix="ooc-test-")
+        self.path = self._dir.name
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def save(self, name, array, version=None):
+        path = self.file(name)
+        with open(path, "wb") as f:
+            f.write(npy_bytes(array, version))
+        return path
+
+    def cleanup(self):
+        self._dir.cleanup()

@@ -1,0 +1,138 @@
+"""`cmake --install` gives a package a project outside the tree can build against.
+
+Installs the build tree (OOC_BUILD_DIR) into a temporary prefix, configures and builds
+tests/consumer (find_package(ooc) + target_link_libraries(app ooc::ooc)) against that
+prefix alone, runs the consumer on numpy-written files and checks that its sums are
+numpy's, and checks that the installed oocrun runs. Needs OOC_BUILD_DIR (set by ctest),
+cmake and numpy; everything is written under one temporary directory.
+"""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+BUILD_DIR = os.environ.get("OOC_BUILD_DIR")
+SOURCE_DIR = Path(os.environ.get("OOC_SOURCE_DIR") or Path(__file__).resolve().parents[2])
+
+
+def run(*args, **kwargs):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900, **kwargs)
+
+
+def excerpt(result, chars=6000):
+    """The start of a failed command's errors: the first compiler error is the one that matters."""
+    return (result.stderr.strip() or result.stdout)[:chars]
+
+
+def cache_value(build_dir, name):
+    """A variable of a CMakeCache.txt, or None."""
+    cache = Path(build_dir) / "CMakeCache.txt"
+    if not cache.is_file():
+        return None
+    match = re.search(rf"^{re.escape(name)}:[A-Z]+=(.*)$", cache.read_text(), re.MULTILINE)
+    return match.group(1) if match else None
+
+
+class InstalledPackageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not BUILD_DIR:
+            raise RuntimeError("set OOC_BUILD_DIR to the build directory (ctest does)")
+        cls._tmp = tempfile.TemporaryDirectory(prefix="ooc_install_")
+        try:
+            cls.setup_in(Path(cls._tmp.name))
+        except BaseException:
+            cls._tmp.cleanup()
+            raise
+
+    @classmethod
+    def setup_in(cls, tmp):
+        cls.tmp = tmp
+        cls.prefix = tmp / "prefix"
+        cls.consumer_build = tmp / "consumer-build"
+
+        cls.install = run("cmake", "--install", BUILD_DIR, "--prefix", cls.prefix)
+        if cls.install.returncode != 0:
+            raise AssertionError(f"cmake --install failed:\n{excerpt(cls.install)}")
+
+        configure = ["cmake", "-S", SOURCE_DIR / "tests" / "consumer", "-B", cls.consumer_build,
+                     f"-DCMAKE_PREFIX_PATH={cls.prefix}", "-DCMAKE_BUILD_TYPE=Release",
+                     "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                     # Only the prefix may answer find_package(ooc), not ~/.cmake/packages.
+                     "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"]
+        compiler = cache_value(BUILD_DIR, "CMAKE_CXX_COMPILER")
+        if compiler:  # the library's ABI is the one its compiler gave it
+            configure.append(f"-DCMAKE_CXX_COMPILER={compiler}")
+        cls.configure = run(*configure)
+        if cls.configure.returncode != 0:
+            raise AssertionError(f"configuring the consumer failed:\n{excerpt(cls.configure)}")
+
+        cls.build = run("cmake", "--build", cls.consumer_build, "-j", "2")
+        if cls.build.returncode != 0:
+            raise AssertionError(f"building the consumer failed:\n{excerpt(cls.build)}")
+        cls.app = cls.consumer_build / "app"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def save(self, name, array):
+        path = self.tmp / f"{name}.npy"
+        np.save(path, array)
+        return path
+
+    def app_sum(self, path):
+        result = run(self.app, path)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+    def test_the_package_is_found_in_the_prefix_and_nowhere_else(self):
+        ooc_dir = cache_value(self.consumer_build, "ooc_DIR")
+        self.assertIsNotNone(ooc_dir)
+        self.assertTrue(Path(ooc_dir).resolve().is_relative_to(self.prefix.resolve()), ooc_dir)
+        for header in ["ooc/ooc.hpp", "ooc/kernel.hpp", "ooc/kernels/reductions.hpp", "ooc/kernels/elementwise.hpp"]:
+            self.assertTrue((self.prefix / "include" / header).is_file(), header)
+
+    def test_the_consumer_compiles_against_installed_headers_not_the_source_tree(self):
+        commands = json.loads((self.consumer_build / "compile_commands.json").read_text())
+        self.assertTrue(commands)
+        for entry in commands:
+            command = entry.get("command") or " ".join(entry.get("arguments", []))
+            self.assertNotIn(str(SOURCE_DIR / "include"), command)
+            self.assertNotIn(str(Path(BUILD_DIR).resolve()), command)
+
+    def test_a_float64_sum_is_numpys_bit_for_bit(self):
+        a = np.random.default_rng(7).standard_normal(100_003)  # many blocks of the pairwise sum
+        self.assertEqual(self.app_sum(self.save("f8", a)), float(a.sum()))
+
+    def test_an_int32_sum_is_exact_in_int64(self):
+        a = np.arange(-50_000, 150_000, dtype=np.int32) * 3
+        self.assertEqual(self.app_sum(self.save("i4", a)), int(a.sum(dtype=np.int64)))
+
+    def test_a_big_endian_float32_sum_is_numpys_float32(self):
+        a = np.random.default_rng(8).standard_normal((300, 70)).astype(">f4")
+        self.assertEqual(np.float32(self.app_sum(self.save("be_f4", a))), a.sum())
+
+    def test_the_installed_oocrun_runs_info(self):
+        oocrun = self.prefix / "bin" / "oocrun"
+        self.assertTrue(oocrun.is_file(), f"{oocrun} was not installed")
+        self.assertTrue(os.access(oocrun, os.X_OK))
+        path = self.save("info", np.asfortranarray(np.zeros((4, 6), dtype=">i2")))
+        plain = run(oocrun, "info", path)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertIn("int16", plain.stdout)
+        as_json = run(oocrun, "info", path, "--json")
+        self.assertEqual(as_json.returncode, 0, as_json.stderr)
+        info = json.loads(as_json.stdout)
+        self.assertEqual(info["shape"], [4, 6])
+        self.assertEqual(info["dtype"], ">i2")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,280 @@
+#include "ooc/ooc.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using ooc::testing::ScratchDir;
+
+namespace {
+
+template <class T>
+ooc::MappedArray make_array(const std::string& path, const std::vector<T>& data,
+                            ooc::DType dtype = ooc::dtype_of<T>) {
+  ooc::MappedArray out = ooc::create_npy(path, dtype, {static_cast<std::int64_t>(data.size())});
+  auto buffer = std::make_unique<T[]>(data.size());  // vector<bool> has no data()
+  std::copy(data.begin(), data.end(), buffer.get());
+  ooc::convert(ooc::dtype_of<T>, buffer.get(), dtype, out.writable_bytes().data(), static_cast<std::int64_t>(data.size()));
+  out.commit();
+  return ooc::map_file(path);
+}
+
+std::vector<double> normal_values(std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> dist;
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng) * 1e3;
+  return v;
+}
+
+ooc::PipelineOptions with(int threads, std::uint64_t tile_bytes) {
+  ooc::PipelineOptions o;
+  o.threads = threads;
+  o.tile_bytes = tile_bytes;
+  return o;
+}
+
+std::uint64_t bits(double x) {
+  std::uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("pairwise_sum adds fewer than eight values left to right") {
+  const double v[5] = {1e16, 1.0, -1e16, 1.0, 1.0};
+  CHECK(ooc::kernels::pairwise_sum<double>(v, 5) == ((((0.0 + 1e16) + 1.0) + -1e16) + 1.0) + 1.0);
+}
+
+TEST_CASE("a float sum is bit-identical for 1, 2 and 7 threads and any tile size above a block") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("a.npy"), normal_values(300001, 1));
+  const double reference = ooc::reduce(a, ooc::kernels::Sum{}, with(1, 64 << 10)).as_double();
+  for (int threads : {1, 2, 7})
+    for (std::uint64_t tile : {std::uint64_t{1}, std::uint64_t{64 << 10}, std::uint64_t{1 << 20}, std::uint64_t{64 << 20}})
+      CHECK(bits(ooc::reduce(a, ooc::kernels::Sum{}, with(threads, tile)).as_double()) == bits(reference));
+}
+
+TEST_CASE("a big-endian float64 file sums to the same bits as its native twin") {
+  ScratchDir dir;
+  const auto values = normal_values(100000, 2);
+  const auto native = make_array(dir.file("le.npy"), values);
+  const auto big = make_array(dir.file("be.npy"), values, ooc::DType(ooc::Kind::floating, 8, ooc::ByteOrder::big));
+  CHECK(bits(ooc::reduce(big, ooc::kernels::Sum{}).as_double()) == bits(ooc::reduce(native, ooc::kernels::Sum{}).as_double()));
+}
+
+TEST_CASE("sum, mean, min and max have numpy's result dtypes") {
+  ScratchDir dir;
+  const auto u8 = make_array<std::uint8_t>(dir.file("u8.npy"), {250, 250, 250});
+  CHECK(ooc::reduce(u8, ooc::kernels::Sum{}).dtype() == ooc::dtype_of<std::uint64_t>);
+  CHECK(ooc::reduce(u8, ooc::kernels::Sum{}).to_json() == "750");
+  CHECK(ooc::reduce(u8, ooc::kernels::Mean{}).dtype() == ooc::dtype_of<double>);
+  CHECK(ooc::reduce(u8, ooc::kernels::Min{}).dtype() == ooc::dtype_of<std::uint8_t>);
+  const auto b = make_array<bool>(dir.file("b.npy"), {true, false, true});
+  CHECK(ooc::reduce(b, ooc::kernels::Sum{}).to_json() == "2");
+  CHECK(ooc::reduce(b, ooc::kernels::Sum{}).dtype() == ooc::dtype_of<std::int64_t>);
+  CHECK(ooc::reduce(b, ooc::kernels::Min{}).to_json() == "false");
+  const auto f4 = make_array<float>(dir.file("f4.npy"), {1.0f, 2.0f});
+  CHECK(ooc::reduce(f4, ooc::kernels::Mean{}).dtype() == ooc::dtype_of<float>);
+  const auto f2 = make_array<ooc::half>(dir.file("f2.npy"), {ooc::half(1.0f), ooc::half(2.0f)});
+  CHECK(ooc::reduce(f2, ooc::kernels::Sum{}).dtype() == ooc::dtype_of<ooc::half>);
+  CHECK(ooc::reduce(f2, ooc::kernels::Mean{}).to_json() == "1.5");
+}
+
+TEST_CASE("min and max propagate NaN and refuse an empty array") {
+  ScratchDir dir;
+  const auto a = make_array<double>(dir.file("nan.npy"), {1.0, NAN, -3.0});
+  CHECK(std::isnan(ooc::reduce(a, ooc::kernels::Min{}).as_double()));
+  CHECK(std::isnan(ooc::reduce(a, ooc::kernels::Max{}).as_double()));
+  const auto empty = make_array<double>(dir.file("empty.npy"), {});
+  CHECK_THROWS_WITH_AS(ooc::reduce(empty, ooc::kernels::Min{}), doctest::Contains("empty.npy: zero-size array"), ooc::Error);
+  CHECK(ooc::reduce(empty, ooc::kernels::Sum{}).to_json() == "0.0");
+  CHECK(std::isnan(ooc::reduce(empty, ooc::kernels::Mean{}).as_double()));
+}
+
+// A user reduction written to the contract in kernel.hpp: the count of values above a
+// threshold, for every element type.
+struct CountAbove {
+  double threshold;
+  struct State {
+    std::int64_t count = 0;
+    std::vector<std::int64_t> block_starts;  // to check what partial sees
+  };
+  template <class Values>
+  void partial(State& s, const Values& x) const {
+    s.count += (x.template cast<double>() > threshold).count();
+    s.block_starts.push_back(x.size());
+  }
+  void merge(State& left, State&& right) const {
+    left.count += right.count;
+    left.block_starts.insert(left.block_starts.end(), right.block_starts.begin(), right.block_starts.end());
+  }
+  State result(const State& s) const { return s; }
+};
+
+TEST_CASE("a user reduction sees blocks of at most kBlockElements and merges in order") {
+  ScratchDir dir;
+  std::vector<std::int32_t> values(50000);
+  std::iota(values.begin(), values.end(), 0);
+  const auto a = make_array(dir.file("i.npy"), values);
+  const auto state = ooc::reduce(a, CountAbove{24999.5}, with(2, 1));
+  CHECK(state.count == 25000);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < state.block_starts.size(); ++i) {
+    CHECK(state.block_starts[i] <= ooc::kBlockElements);
+    if (i + 1 < state.block_starts.size()) CHECK(state.block_starts[i] == ooc::kBlockElements);
+    total += state.block_starts[i];
+  }
+  CHECK(total == 50000);
+}
+
+struct FloatsOnly {
+  struct State { double sum = 0; };
+  template <class T> static constexpr bool accepts = ooc::is_floating_v<T>;
+  template <class Values> void partial(State& s, const Values& x) const { s.sum += x.template cast<double>().sum(); }
+  void merge(State& l, State&& r) const { l.sum += r.sum; }
+  double result(const State& s) const { return s.sum; }
+};
+
+TEST_CASE("a kernel that refuses a dtype gives a usage error naming the file") {
+  ScratchDir dir;
+  const auto ints = make_array<std::int32_t>(dir.file("i.npy"), {1, 2});
+  CHECK_THROWS_WITH_AS(ooc::reduce(ints, FloatsOnly{}), doctest::Contains("does not accept int32"), ooc::UsageError);
+  const auto floats = make_array<float>(dir.file("f.npy"), {1.5f, 2.0f});
+  CHECK(ooc::reduce(floats, FloatsOnly{}) == 3.5);
+}
+
+TEST_CASE("transform computes in the output's type and writes every element once") {
+  ScratchDir dir;
+  std::vector<std::int16_t> values(70000);
+  std::iota(values.begin(), values.end(), std::int16_t{-30000});
+  const auto in = make_array(dir.file("in.npy"), values, ooc::DType(ooc::Kind::signed_int, 2, ooc::ByteOrder::big));
+  ooc::MappedArray out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<double>, in.shape());
+  ooc::transform_as<double>(in, out, [](const auto& x) { return x * 0.5 + 1; }, with(7, 4096));
+  out.commit();
+  const ooc::MappedArray result = ooc::map_file(dir.file("out.npy"));
+  const auto back = result.values<double>();
+  for (std::size_t i = 0; i < values.size(); i += 997) CHECK(back(static_cast<Eigen::Index>(i)) == values[i] * 0.5 + 1);
+}
+
+TEST_CASE("transform with a lambda generic over the element type works for any output dtype") {
+  ScratchDir dir;
+  const auto in = make_array<std::uint8_t>(dir.file("in.npy"), {1, 2, 255});
+  ooc::MappedArray out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<std::uint8_t>, in.shape());
+  ooc::transform(in, out, [](const auto& x) {
+    using T = typename std::decay_t<decltype(x)>::Scalar;
+    return x + T(1);
+  });
+  CHECK(out.values<std::uint8_t>()(2) == 0);  // wraps, as numpy's uint8 + 1
+}
+
+TEST_CASE("transform in place rewrites a big-endian array in its own byte order") {
+  ScratchDir dir;
+  make_array<std::int32_t>(dir.file("a.npy"), {1, 2, 3}, ooc::DType(ooc::Kind::signed_int, 4, ooc::ByteOrder::big));
+  ooc::MappedArray a = ooc::map_file(dir.file("a.npy"), ooc::Access::read_write);
+  ooc::transform_as<std::int32_t>(a, a, [](const auto& x) { return x + 10; });
+  a.commit();
+  const auto back = ooc::map_file(dir.file("a.npy"));
+  CHECK(back.dtype().byte_order() == ooc::ByteOrder::big);
+  std::int32_t native[3];
+  ooc::convert(back.dtype(), back.bytes().data(), ooc::dtype_of<std::int32_t>, native, 3);
+  CHECK(native[0] == 11);
+  CHECK(native[2] == 13);
+}
+
+TEST_CASE("transform refuses a read-only output and mismatched shapes") {
+  ScratchDir dir;
+  const auto a = make_array<double>(dir.file("a.npy"), {1, 2, 3});
+  ooc::MappedArray ro = ooc::map_file(dir.file("a.npy"));
+  CHECK_THROWS_WITH_AS(ooc::transform(a, ro, [](const auto& x) { return x; }), doctest::Contains("read-only"),
+                       ooc::UsageError);
+  ooc::MappedArray other = ooc::create_npy(dir.file("b.npy"), ooc::dtype_of<double>, {4});
+  CHECK_THROWS_WITH_AS(ooc::transform(a, other, [](const auto& x) { return x; }), doctest::Contains("differs"), ooc::UsageError);
+}
+
+TEST_CASE("for_each_tile visits every element exactly once") {
+  ScratchDir dir;
+  std::vector<std::uint8_t> values(100000, 1);
+  const auto a = make_array(dir.file("a.npy"), values);
+  std::mutex m;
+  std::int64_t seen = 0;
+  std::vector<std::int64_t> starts;
+  ooc::for_each_tile(a, [&](const ooc::Tile& piece, const auto& x) {
+    std::lock_guard lock(m);
+    seen += x.template cast<std::int64_t>().sum();
+    CHECK(piece.size() == x.size());
+    starts.push_back(piece.begin);
+  }, with(2, 16384));
+  CHECK(seen == 100000);
+  std::sort(starts.begin(), starts.end());
+  for (std::size_t i = 0; i < starts.size(); ++i) CHECK(starts[i] == static_cast<std::int64_t>(i) * ooc::kBlockElements);
+}
+
+TEST_CASE("python constants are read as Python reads them") {
+  using ooc::kernels::PyScalar;
+  CHECK(PyScalar::parse("18446744073709551615").uint_value == ~0ull);
+  CHECK(PyScalar::parse("-9223372036854775808").int_value == INT64_MIN);
+  CHECK(PyScalar::parse("-0").is_integer);
+  CHECK_FALSE(PyScalar::parse("-0").negative);
+  CHECK_FALSE(PyScalar::parse("2.").is_integer);
+  CHECK(std::isinf(PyScalar::parse("-inf").float_value));
+  CHECK_THROWS_AS(PyScalar::parse("18446744073709551616"), std::invalid_argument);
+  CHECK_THROWS_AS(PyScalar::parse("0x10"), std::invalid_argument);
+  CHECK_THROWS_AS(PyScalar::parse("1.5.2"), std::invalid_argument);
+  CHECK_THROWS_AS(PyScalar::parse(""), std::invalid_argument);
+}
+
+TEST_CASE("result_type follows numpy 1.24's value-based casting") {
+  using ooc::DType;
+  using ooc::Kind;
+  using ooc::kernels::PyScalar;
+  auto rt = [](DType a, const char* c) { return ooc::kernels::result_type(a, PyScalar::parse(c)).name(); };
+  const DType b1(Kind::boolean, 1), i1(Kind::signed_int, 1), u1(Kind::unsigned_int, 1), u8(Kind::unsigned_int, 8),
+      i8(Kind::signed_int, 8), f2(Kind::floating, 2), f4(Kind::floating, 4);
+  // Each expectation is numpy 1.24's (np.zeros(3, dtype) + constant).dtype.
+  CHECK(rt(b1, "1") == "int64");
+  CHECK(rt(b1, "2.5") == "float64");
+  CHECK(rt(b1, "9223372036854775808") == "uint64");
+  CHECK(rt(u1, "1") == "uint8");
+  CHECK(rt(u1, "-1") == "int16");
+  CHECK(rt(u1, "300") == "uint16");
+  CHECK(rt(i1, "300") == "int16");
+  CHECK(rt(i1, "200") == "int16");
+  CHECK(rt(u8, "-1") == "float64");
+  CHECK(rt(i8, "9223372036854775808") == "float64");
+  CHECK(rt(u1, "2.5") == "float64");
+  CHECK(rt(f2, "300") == "float32");
+  CHECK(rt(f2, "70000") == "float64");
+  CHECK(rt(f2, "2.5") == "float16");
+  CHECK(rt(f2, "1e300") == "float64");
+  CHECK(rt(f4, "1e40") == "float64");
+}
+
+TEST_CASE("operation names parse, and bad ones are usage errors") {
+  CHECK(ooc::kernels::ElementwiseOp::parse("add-one").result_dtype(ooc::dtype_of<std::uint8_t>) == ooc::dtype_of<std::uint8_t>);
+  CHECK(ooc::kernels::ElementwiseOp::parse("scale:0.5").result_dtype(ooc::dtype_of<std::int32_t>) == ooc::dtype_of<double>);
+  CHECK_THROWS_AS(ooc::kernels::ElementwiseOp::parse("add"), ooc::UsageError);
+  CHECK_THROWS_AS(ooc::kernels::ElementwiseOp::parse("add:x"), ooc::UsageError);
+  CHECK_THROWS_AS(ooc::kernels::ElementwiseOp::parse("add-one:3"), ooc::UsageError);
+  CHECK_THROWS_AS(ooc::kernels::ElementwiseOp::parse("frob"), ooc::UsageError);
+  CHECK_THROWS_AS(ooc::kernels::ReduceOp::parse("median"), ooc::UsageError);
+}
+
+TEST_CASE("in place is refused when numpy's same_kind rule would refuse it") {
+  ScratchDir dir;
+  make_array<std::int32_t>(dir.file("i.npy"), {1, 2});
+  ooc::MappedArray a = ooc::map_file(dir.file("i.npy"), ooc::Access::read_write);
+  CHECK_THROWS_WITH_AS(ooc::kernels::ElementwiseOp::parse("add:2.5").apply(a, a), doctest::Contains("same_kind"),
+                       ooc::UsageError);
+  ooc::kernels::ElementwiseOp::parse("add:300").apply(a, a);
+  CHECK(a.values<std::int32_t>()(1) == 302);
+}

@@ -1,0 +1,148 @@
+#include "ooc/mapped_array.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <numeric>
+
+using ooc::testing::ScratchDir;
+
+namespace {
+
+ooc::MappedArray write_iota(const std::string& path, std::int64_t n) {
+  ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, {n});
+  auto values = out.writable_values<double>();
+  std::iota(values.begin(), values.end(), 0.0);
+  out.commit();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an array written with create_npy and committed maps back with the same values") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 1000);
+  const ooc::MappedArray a = ooc::map_file(dir.file("a.npy"));
+  CHECK(a.dtype() == ooc::dtype_of<double>);
+  CHECK(a.shape() == ooc::Shape{1000});
+  CHECK(a.info().data_offset == 128);
+  CHECK(a.info().format_version == "1.0");
+  CHECK(a.values<double>()(999) == 999.0);
+  CHECK_FALSE(a.writable());
+}
+
+TEST_CASE("an output exists only under a temporary name until commit") {
+  ScratchDir dir;
+  const std::string path = dir.file("out.npy");
+  ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<float>, {4, 5}, ooc::Order::fortran);
+  CHECK(out.pending());
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(dir.entries() == 1);  // the hidden temporary
+  out.writable_values<float>().setConstant(2.5f);
+  out.commit();
+  CHECK_FALSE(out.pending());
+  CHECK(std::filesystem::exists(path));
+  CHECK(dir.entries() == 1);
+  const ooc::MappedArray back = ooc::map_file(path);
+  CHECK(back.order() == ooc::Order::fortran);
+  CHECK(back.values<float>().sum() == doctest::Approx(50.0));
+}
+
+TEST_CASE("an output dropped without commit leaves nothing behind") {
+  ScratchDir dir;
+  {
+    ooc::MappedArray out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<std::int32_t>, {100});
+    out.writable_values<std::int32_t>().setConstant(7);
+  }
+  CHECK(dir.entries() == 0);
+}
+
+TEST_CASE("an output dropped without commit leaves an existing file of that name untouched") {
+  ScratchDir dir;
+  write_iota(dir.file("keep.npy"), 10);
+  { ooc::MappedArray out = ooc::create_npy(dir.file("keep.npy"), ooc::dtype_of<double>, {3}); }
+  CHECK(ooc::map_file(dir.file("keep.npy")).size() == 10);
+}
+
+TEST_CASE("a read-only mapping refuses every way to write through it") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 10);
+  ooc::MappedArray a = ooc::map_file(dir.file("a.npy"));
+  CHECK_THROWS_AS(a.writable_bytes(), ooc::UsageError);
+  CHECK_THROWS_AS(a.writable_values<double>(), ooc::UsageError);
+}
+
+TEST_CASE("a read-write mapping writes the file in place when committed") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 10);
+  {
+    ooc::MappedArray a = ooc::map_file(dir.file("a.npy"), ooc::Access::read_write);
+    a.writable_values<double>() += 1.0;
+    a.commit();
+  }
+  const ooc::MappedArray back = ooc::map_file(dir.file("a.npy"));
+  CHECK(back.values<double>()(0) == 1.0);
+}
+
+TEST_CASE("typed views check the element type and the byte order") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 10);
+  const ooc::MappedArray a = ooc::map_file(dir.file("a.npy"));
+  CHECK_THROWS_AS(a.values<float>(), ooc::UsageError);
+  ooc::MappedArray big = ooc::create_npy(dir.file("big.npy"), ooc::DType(ooc::Kind::floating, 8, ooc::ByteOrder::big), {3});
+  CHECK_THROWS_AS(big.writable_values<double>(), ooc::UsageError);
+}
+
+TEST_CASE("the empty array and the 0-d array are arrays like any other") {
+  ScratchDir dir;
+  {
+    ooc::MappedArray empty = ooc::create_npy(dir.file("empty.npy"), ooc::dtype_of<double>, {3, 0});
+    empty.commit();
+    ooc::MappedArray scalar = ooc::create_npy(dir.file("scalar.npy"), ooc::dtype_of<std::int16_t>, {});
+    scalar.writable_values<std::int16_t>()(0) = -5;
+    scalar.commit();
+  }
+  const ooc::MappedArray empty = ooc::map_file(dir.file("empty.npy"));
+  CHECK(empty.size() == 0);
+  CHECK(empty.bytes().empty());
+  CHECK(empty.ndim() == 2);
+  const ooc::MappedArray scalar = ooc::map_file(dir.file("scalar.npy"));
+  CHECK(scalar.size() == 1);
+  CHECK(scalar.ndim() == 0);
+  CHECK(scalar.values<std::int16_t>()(0) == -5);
+}
+
+TEST_CASE("a moved array keeps its mapping and the moved-from one is inert") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 10);
+  ooc::MappedArray a = ooc::map_file(dir.file("a.npy"));
+  ooc::MappedArray b = std::move(a);
+  CHECK(b.values<double>()(3) == 3.0);
+}
+
+TEST_CASE("errors name the file and the problem") {
+  ScratchDir dir;
+  try {
+    ooc::map_file(dir.file("missing.npy"));
+    FAIL("no error");
+  } catch (const ooc::Error& e) {
+    CHECK(e.path() == dir.file("missing.npy"));
+    CHECK(std::string(e.what()).find("no such file") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS(ooc::map_file(dir.path().string()), doctest::Contains("is a directory"), ooc::Error);
+  std::ofstream(dir.file("short.npy")) << "\x93NUMPY";
+  CHECK_THROWS_WITH_AS(ooc::map_file(dir.file("short.npy")), doctest::Contains("short.npy: not a .npy file"), ooc::Error);
+  CHECK_THROWS_WITH_AS(ooc::create_npy(dir.file("nodir/out.npy"), ooc::dtype_of<double>, {3}),
+                       doctest::Contains("cannot create output"), ooc::Error);
+  CHECK_THROWS_AS(ooc::create_npy(dir.file("neg.npy"), ooc::dtype_of<double>, {-1}), ooc::UsageError);
+}
+
+TEST_CASE("a file shorter than its header promises is refused with both sizes") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 1000);
+  std::filesystem::resize_file(dir.file("a.npy"), 128 + 7992);
+  CHECK_THROWS_WITH_AS(ooc::map_file(dir.file("a.npy")),
+                       doctest::Contains("header says 8000 bytes of data, file holds 7992"), ooc::Error);
+}

@@ -1,0 +1,113 @@
+// src/os: file descriptors, temporaries, pre-allocation, syncing, and madvise.
+
+#include "ooc/error.hpp"
+#include "os/file.hpp"
+#include "os/memory.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <vector>
+
+using ooc::testing::ScratchDir;
+
+TEST_CASE("a UniqueFd closes its descriptor once, and a moved one not at all") {
+  int raw = ::open("/dev/null", O_RDONLY);
+  REQUIRE(raw >= 0);
+  {
+    ooc::os::UniqueFd a(raw);
+    ooc::os::UniqueFd b = std::move(a);
+    CHECK_FALSE(a);
+    CHECK(b.get() == raw);
+  }
+  CHECK(::fcntl(raw, F_GETFD) == -1);  // closed
+}
+
+TEST_CASE("open_existing refuses what is not a regular file, without blocking on a FIFO") {
+  ScratchDir dir;
+  CHECK_THROWS_WITH_AS(ooc::os::open_existing(dir.file("none"), false), doctest::Contains("no such file"), ooc::Error);
+  CHECK_THROWS_WITH_AS(ooc::os::open_existing(dir.path().string(), false), doctest::Contains("is a directory"), ooc::Error);
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(ooc::os::open_existing(dir.file("fifo"), false), doctest::Contains("not a regular file"), ooc::Error);
+  std::ofstream(dir.file("f")) << "abc";
+  const auto fd = ooc::os::open_existing(dir.file("f"), false);
+  CHECK((::fcntl(fd.get(), F_GETFL) & O_NONBLOCK) == 0);  // normal blocking reads afterwards
+  CHECK(ooc::os::file_size(fd.get(), "f") == 3);
+}
+
+TEST_CASE("read_at returns what is there and write_at writes all of it") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  const auto fd = ooc::os::create_temp_beside(dir.file("x.npy"), temp);
+  ooc::os::write_at(fd.get(), "hello", 5, 2, "x.npy");
+  char buf[16] = {};
+  CHECK(ooc::os::read_at(fd.get(), buf, sizeof buf, 0, "x.npy") == 7);
+  CHECK(std::string(buf + 2, 5) == "hello");
+}
+
+TEST_CASE("temporaries are hidden, unique, beside the final name, and made with the umask") {
+  ScratchDir dir;
+  const mode_t old = ::umask(022);
+  std::filesystem::path a, b;
+  const auto fa = ooc::os::create_temp_beside(dir.file("out.npy"), a);
+  const auto fb = ooc::os::create_temp_beside(dir.file("out.npy"), b);
+  ::umask(old);
+  CHECK(a != b);
+  CHECK(a.parent_path() == dir.path());
+  CHECK(a.filename().string().rfind(".out.npy.ooc-", 0) == 0);
+  struct stat st {};
+  REQUIRE(::stat(a.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  CHECK_THROWS_WITH_AS(ooc::os::create_temp_beside(dir.file("no/such/dir/out.npy"), a),
+                       doctest::Contains("cannot create output"), ooc::Error);
+}
+
+TEST_CASE("preallocate reserves the size, and an impossible size is an error naming both sizes") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
+  ooc::os::preallocate(fd.get(), 1 << 20, "out.npy");
+  CHECK(ooc::os::file_size(fd.get(), "out.npy") == (1u << 20));
+  CHECK_THROWS_WITH_AS(ooc::os::preallocate(fd.get(), 1ull << 62, "out.npy"), doctest::Contains("out.npy: "), ooc::Error);
+}
+
+TEST_CASE("rename and sync put a finished file in place") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  {
+    const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
+    ooc::os::write_at(fd.get(), "x", 1, 0, "out.npy");
+    ooc::os::sync_file(fd.get(), "out.npy");
+  }
+  ooc::os::rename_file(temp, dir.file("out.npy"));
+  ooc::os::sync_directory(dir.path());
+  CHECK(std::filesystem::exists(dir.file("out.npy")));
+  CHECK_FALSE(std::filesystem::exists(temp));
+  CHECK_THROWS_AS(ooc::os::rename_file(temp, dir.file("again.npy")), ooc::Error);
+}
+
+TEST_CASE("dont_need drops only whole pages inside the range; will_need keeps the data") {
+  const std::size_t page = ooc::os::page_size();
+  CHECK(page >= 4096);
+  void* p = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  auto* bytes = static_cast<unsigned char*>(p);
+  for (std::size_t i = 0; i < 4 * page; ++i) bytes[i] = 1;
+  // From the middle of page 0 to the middle of page 3: only pages 1 and 2 are whole.
+  ooc::os::advise(bytes + page / 2, 3 * page, ooc::os::Advice::dont_need);
+  CHECK(bytes[0] == 1);                 // page 0 kept
+  CHECK(bytes[page] == 0);              // page 1 dropped (private anonymous: reads as zero)
+  CHECK(bytes[2 * page + 5] == 0);      // page 2 dropped
+  CHECK(bytes[3 * page + 1] == 1);      // page 3 kept
+  ooc::os::advise(bytes, 4 * page, ooc::os::Advice::will_need);
+  ooc::os::advise(bytes, 0, ooc::os::Advice::dont_need);  // empty range: nothing
+  CHECK(bytes[0] == 1);
+  ::munmap(p, 4 * page);
+}

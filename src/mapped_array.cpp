@@ -1,13 +1,18 @@
 #include "ooc/mapped_array.hpp"
 
+#include "format/hdf5.hpp"
 #include "format/npy.hpp"
 #include "mapped_array_access.hpp"
 #include "os/file.hpp"
+#include "tile_reader.hpp"
 
 #include <boost/interprocess/mapped_region.hpp>
 
 #include <array>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <random>
 #include <vector>
 
 namespace bip = boost::interprocess;
@@ -38,15 +43,23 @@ struct MappedArray::Impl {
   ArrayInfo info;
   bool writable = false;
   os::UniqueFd fd;
-  bip::mapped_region region;  // empty when the array holds no bytes
+  bip::mapped_region region;  // empty when the array holds no bytes or is not mapped
   std::byte* data = nullptr;
-  std::filesystem::path temp_path;  // non-empty while an output is pending
+  std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
+  // An output not yet committed: `publish` gives it its final name once the data is
+  // durable; `discard` removes every trace of it if that never happens.
+  std::function<void()> publish;
+  std::function<void()> discard;
 
   ~Impl() {
-    if (!temp_path.empty()) {
+    if (discard) {
       region = bip::mapped_region();
-      std::error_code ignored;
-      std::filesystem::remove(temp_path, ignored);
+      fd = os::UniqueFd();
+      try {
+        discard();
+      } catch (...) {
+        // A destructor cannot report; what is left is a hidden temporary at worst.
+      }
     }
   }
 
@@ -72,9 +85,12 @@ MappedArray::~MappedArray() = default;
 const ArrayInfo& MappedArray::info() const { return impl_->info; }
 const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
-bool MappedArray::pending() const { return !impl_->temp_path.empty(); }
+bool MappedArray::mapped() const { return impl_->reader == nullptr; }
+bool MappedArray::pending() const { return static_cast<bool>(impl_->publish); }
 
 std::span<const std::byte> MappedArray::bytes() const& {
+  if (impl_->reader)
+    throw UsageError(impl_->path, "is read tile by tile, not mapped: use transform, reduce or for_each_tile");
   return {impl_->data, static_cast<std::size_t>(nbytes())};
 }
 
@@ -97,23 +113,44 @@ void MappedArray::commit() {
   if (m.region.get_size() > 0 && !m.region.flush(0, 0, /*async=*/false))
     throw Error(m.path, "flushing the mapped data failed");
   os::sync_file(m.fd.get(), m.path);
-  if (!m.temp_path.empty()) {
-    const std::filesystem::path final_path(m.path);
-    os::rename_file(m.temp_path, final_path);
-    m.temp_path.clear();
-    os::sync_directory(final_path.parent_path());
+  if (m.publish) {
+    m.publish();
+    m.publish = nullptr;
+    m.discard = nullptr;
   }
 }
 
-MappedArray map_file(const std::string& path, Access access) {
-  auto impl = std::make_unique<MappedArray::Impl>();
-  impl->path = path;
-  impl->writable = access == Access::read_write;
-  impl->fd = os::open_existing(path, impl->writable);
-  const std::uint64_t file_size = os::file_size(impl->fd.get(), path);
+namespace {
 
+std::string dataset_names(const std::string& file) {
+  std::string names;
+  for (const hdf5::DatasetInfo& d : hdf5::list(file)) names += (names.empty() ? "" : ", ") + d.name;
+  return names.empty() ? "it holds none" : "datasets: " + names;
+}
+
+// Where the bytes of an HDF5 dataset are, checked to be inside the file; `streamed` is
+// set for a dataset that is read tile by tile instead.
+ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, int fd, bool& streamed) {
+  const hdf5::DatasetInfo dataset = hdf5::describe(where.file, where.dataset);
+  if (!dataset.readable) throw Error(path, "cannot be read: " + dataset.why_not_mappable);
+  streamed = !dataset.mappable;
+  ArrayInfo info;
+  info.format = "hdf5";
+  info.dtype = *dataset.dtype;
+  info.shape = dataset.shape;
+  info.order = Order::c;  // HDF5 stores every dataset in C order
+  info.data_offset = dataset.offset.value_or(0);
+  const std::uint64_t file_size = os::file_size(fd, path);
+  if (!streamed && info.data_offset + info.nbytes() > file_size)
+    throw Error(path, "dataset's bytes run past the end of the file (" + std::to_string(file_size) + " bytes)");
+  return info;
+}
+
+// Where the bytes of a .npy file's array are, from its header.
+ArrayInfo npy_layout(const std::string& path, int fd) {
+  const std::uint64_t file_size = os::file_size(fd, path);
   std::array<std::byte, npy::kPreambleBytes> preamble{};
-  const std::size_t got = os::read_at(impl->fd.get(), preamble.data(), preamble.size(), 0, path);
+  const std::size_t got = os::read_at(fd, preamble.data(), preamble.size(), 0, path);
   npy::Header header;
   try {
     if (got < 10) throw npy::FormatError("not a .npy file (only " + std::to_string(file_size) + " bytes)");
@@ -124,17 +161,52 @@ MappedArray map_file(const std::string& path, Access access) {
     if (length > npy::kMaxHeaderBytes + npy::kPreambleBytes)
       throw npy::FormatError("header of " + std::to_string(length) + " bytes is too large");
     std::vector<std::byte> prefix(length);
-    os::read_at(impl->fd.get(), prefix.data(), prefix.size(), 0, path);
+    os::read_at(fd, prefix.data(), prefix.size(), 0, path);
     header = npy::parse_header(prefix, file_size);
   } catch (const npy::FormatError& e) {
     throw Error(path, e.what());
   }
-  impl->info.format = "npy";
-  impl->info.format_version = std::to_string(header.major_version) + ".0";
-  impl->info.dtype = header.dtype;
-  impl->info.shape = header.shape;
-  impl->info.order = header.order;
-  impl->info.data_offset = header.data_offset;
+  ArrayInfo info;
+  info.format = "npy";
+  info.format_version = std::to_string(header.major_version) + ".0";
+  info.dtype = header.dtype;
+  info.shape = header.shape;
+  info.order = header.order;
+  info.data_offset = header.data_offset;
+  return info;
+}
+
+std::string random_suffix() {
+  std::random_device seed;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(std::mt19937_64(seed())()));
+  return text;
+}
+
+}  // namespace
+
+MappedArray map_file(const std::string& path, Access access) {
+  const auto dataset = hdf5::split(path);
+  const std::string file = dataset ? dataset->file : path;
+  auto impl = std::make_unique<MappedArray::Impl>();
+  impl->path = path;
+  impl->writable = access == Access::read_write;
+  impl->fd = os::open_existing(file, impl->writable);
+  if (dataset) {
+    if (!hdf5::is_hdf5_file(file))
+      throw Error(file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
+    bool streamed = false;
+    impl->info = hdf5_layout(path, *dataset, impl->fd.get(), streamed);
+    if (streamed) {
+      if (impl->writable) throw UsageError(path, "a chunked or compressed dataset cannot be modified in place");
+      impl->reader = hdf5::open_reader(file, dataset->dataset);
+      return MappedArray(std::move(impl));
+    }
+  } else if (hdf5::is_hdf5_file(file)) {
+    throw UsageError(path, "is an HDF5 file: name a dataset, as " + path + ":/name (" + dataset_names(path) + ")");
+  } else {
+    impl->info = npy_layout(path, impl->fd.get());
+  }
   impl->map();
   return MappedArray(std::move(impl));
 }
@@ -157,11 +229,109 @@ MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
   impl->info.format_version = std::to_string(static_cast<int>(header[6])) + ".0";
   impl->info.data_offset = header.size();
 
-  impl->fd = os::create_temp_beside(path, impl->temp_path);  // removed by ~Impl on failure
+  std::filesystem::path temp;
+  impl->fd = os::create_temp_beside(path, temp);
+  impl->discard = [temp] { std::filesystem::remove(temp); };
+  impl->publish = [temp, path] {
+    os::rename_file(temp, path);
+    os::sync_directory(std::filesystem::path(path).parent_path());
+  };
   os::write_at(impl->fd.get(), header.data(), header.size(), 0, path);
   os::preallocate(impl->fd.get(), header.size() + static_cast<std::uint64_t>(bytes), path);
   impl->map();
   return MappedArray(std::move(impl));
+}
+
+MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite) {
+  const auto where = hdf5::split(path);
+  if (!where) throw UsageError(path, "an HDF5 output is named FILE.h5:/dataset");
+  const auto count = element_count(shape);
+  std::int64_t bytes = 0;
+  if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
+    throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
+  auto impl = std::make_unique<MappedArray::Impl>();
+  impl->path = path;
+  impl->writable = true;
+  impl->info.format = "hdf5";
+  impl->info.dtype = dtype;
+  impl->info.shape = shape;
+  impl->info.order = Order::c;
+
+  const std::string& file = where->file;
+  const bool existing = std::filesystem::exists(file);
+  if (existing) {
+    if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
+    if (hdf5::exists(file, where->dataset) && !overwrite)
+      throw UsageError(path, "dataset already exists (--overwrite replaces it)");
+    // Written under a hidden name inside the file and renamed when complete; the file's
+    // other objects are never touched.
+    const std::string temp = "/.ooc-" + random_suffix();
+    const std::string final_name = where->dataset;
+    impl->discard = [file, temp] { hdf5::delete_dataset(file, temp); };
+    impl->info.data_offset = hdf5::create_dataset(file, temp, dtype, shape);
+    impl->publish = [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); };
+    impl->fd = os::open_existing(file, true);
+  } else {
+    // A new file is built under a temporary name beside it and renamed when complete.
+    std::filesystem::path temp;
+    impl->fd = os::create_temp_beside(file, temp);
+    impl->discard = [temp] { std::filesystem::remove(temp); };
+    impl->info.data_offset = hdf5::create_dataset(temp.string(), where->dataset, dtype, shape);
+    impl->publish = [temp, file] {
+      os::rename_file(temp, file);
+      os::sync_directory(std::filesystem::path(file).parent_path());
+    };
+  }
+  // HDF5 only reserved the range in its own books: reserve the disk blocks now.
+  if (bytes > 0) os::preallocate_range(impl->fd.get(), impl->info.data_offset, static_cast<std::uint64_t>(bytes), path);
+  impl->map();
+  return MappedArray(std::move(impl));
+}
+
+std::vector<ArrayEntry> describe(const std::string& path) {
+  auto from_hdf5 = [](const std::string& file, const hdf5::DatasetInfo& d) {
+    ArrayEntry e;
+    e.path = file + ":" + d.name;
+    e.info.format = "hdf5";
+    e.info.shape = d.shape;
+    e.info.order = Order::c;
+    e.info.data_offset = d.offset.value_or(0);
+    e.supported = d.dtype.has_value();
+    if (d.dtype) e.info.dtype = *d.dtype;
+    e.type = d.type_text;
+    e.layout = d.layout;
+    e.filters = d.filters;
+    e.readable = d.readable;
+    e.mappable = d.mappable;
+    e.why_not_mappable = d.why_not_mappable;
+    return e;
+  };
+  if (const auto dataset = hdf5::split(path)) {
+    os::open_existing(dataset->file, false);
+    if (!hdf5::is_hdf5_file(dataset->file))
+      throw Error(dataset->file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
+    return {from_hdf5(dataset->file, hdf5::describe(dataset->file, dataset->dataset))};
+  }
+  const os::UniqueFd fd = os::open_existing(path, false);
+  if (hdf5::is_hdf5_file(path)) {
+    std::vector<ArrayEntry> entries;
+    for (const hdf5::DatasetInfo& d : hdf5::list(path)) entries.push_back(from_hdf5(path, d));
+    return entries;
+  }
+  ArrayEntry e;
+  e.path = path;
+  e.info = npy_layout(path, fd.get());
+  e.type = e.info.dtype.name();
+  return {e};
+}
+
+MappedArray create_array(const std::string& path, DType dtype, const Shape& shape, Order order, bool overwrite) {
+  if (hdf5::split(path)) {
+    if (order == Order::fortran && shape.size() > 1)
+      throw UsageError(path, "HDF5 datasets are stored in C order; a Fortran-order array cannot be written to one");
+    return create_hdf5(path, dtype, shape, overwrite);
+  }
+  return create_npy(path, dtype, shape, order);
 }
 
 namespace detail {
@@ -187,6 +357,10 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   if (to <= from) return;
   os::advise(reinterpret_cast<const void*>(from), to - from, os::Advice::dont_need);
   *mark = to;
+}
+
+void MappedArrayAccess::read(const MappedArray& array, std::int64_t begin, std::int64_t end, void* dst) {
+  array.impl_->reader->read(begin, end, dst);
 }
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {

@@ -15,6 +15,8 @@ class MappedArrayAccess {
   /// and lie at or after `*mark` (an address; 0 means the start of the data), then moves
   /// the mark. Pages stay in the page cache, dirty ones too.
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
+  /// Copies elements [begin, end) of an array that is not mapped into dst.
+  static void read(const MappedArray& array, std::int64_t begin, std::int64_t end, void* dst);
   /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
 };

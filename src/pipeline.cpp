@@ -6,17 +6,46 @@
 #include <oneapi/tbb/info.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ooc::detail {
 
+std::size_t tokens(const PipelineOptions& options) {
+  return static_cast<std::size_t>(resolve_threads(options.threads)) *
+         static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+}
+
 Streams::Streams(const TilePlan& plan, const PipelineOptions& options)
-    : plan_(plan), depth_(static_cast<std::size_t>(std::max(0, options.prefetch))),
+    : plan_(plan), slots_(tokens(options)), depth_(static_cast<std::size_t>(std::max(0, options.prefetch))),
       populate_(options.populate) {}
 
-void Streams::add_input(const MappedArray& array) { streams_.push_back({&array, false, 0}); }
-void Streams::add_output(const MappedArray& array) { streams_.push_back({&array, true, 0}); }
+void Streams::add_input(const MappedArray& array) {
+  streams_.push_back({&array, false, 0, {}});
+  if (!array.mapped()) streams_.back().buffers.resize(slots_);
+}
+
+void Streams::add_output(const MappedArray& array) { streams_.push_back({&array, true, 0, {}}); }
+
+const Streams::Stream& Streams::find(const MappedArray& array) const {
+  for (const Stream& s : streams_)
+    if (s.array == &array) return s;
+  throw std::logic_error("array is not one of this run's streams");
+}
+
+const std::byte* Streams::input(const MappedArray& array, const Tile& tile) const {
+  const Stream& s = find(array);
+  if (!s.buffers.empty()) return s.buffers[tile.index % slots_].data();
+  return array.bytes().data() + static_cast<std::size_t>(tile.begin) * static_cast<std::size_t>(array.dtype().itemsize());
+}
 
 void Streams::prefetch(std::size_t index) {
+  const Tile tile = plan_[index];
+  for (Stream& s : streams_) {
+    if (s.buffers.empty()) continue;
+    std::vector<std::byte>& buffer = s.buffers[index % slots_];
+    buffer.resize(static_cast<std::size_t>(tile.size()) * static_cast<std::size_t>(s.array->dtype().itemsize()));
+    MappedArrayAccess::read(*s.array, tile.begin, tile.end, buffer.data());
+  }
   const std::size_t horizon = std::min(plan_.size(), index + depth_ + 1);
   for (; advised_ < horizon; ++advised_) {
     const Tile tile = plan_[advised_];

@@ -45,22 +45,21 @@ namespace detail {
 /// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
 std::byte* scratch(int slot, std::size_t bytes);
 
-/// Calls f(block, values) for the consecutive blocks of `tile` of `array`, with the
-/// values as ConstArrayMap<C>: mapped in place when the array holds native C, else
-/// converted into a per-thread buffer, as numpy's ufunc buffering does.
+/// Calls f(block, values) for the consecutive blocks of `tile`, whose elements of dtype
+/// `dtype` start at `data`, with the values as ConstArrayMap<C>: in place when they are
+/// native C, else converted into a per-thread buffer, as numpy's ufunc buffering does.
 template <class C, class F>
-void visit_values_as(const MappedArray& array, const Tile& tile, F&& f) {
-  const std::byte* base = array.bytes().data();
-  const std::size_t item = static_cast<std::size_t>(array.dtype().itemsize());
-  const bool direct = array.dtype() == dtype_of<C>;
+void visit_values_as(const std::byte* data, DType dtype, const Tile& tile, F&& f) {
+  const std::size_t item = static_cast<std::size_t>(dtype.itemsize());
+  const bool direct = dtype == dtype_of<C>;
   C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
-    const std::byte* src = base + static_cast<std::size_t>(at) * item;
+    const std::byte* src = data + static_cast<std::size_t>(at - tile.begin) * item;
     if (direct) {
       f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(reinterpret_cast<const C*>(src), n));
     } else {
-      convert(array.dtype(), src, dtype_of<C>, buffer, n);
+      convert(dtype, src, dtype_of<C>, buffer, n);
       f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(buffer, n));
     }
   }
@@ -139,7 +138,7 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
     run_pipeline(
         plan, streams, options,
         [&](const Tile& tile) {
-          detail::visit_values_as<C>(in, tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
+          detail::visit_values_as<C>(streams.input(in, tile), in.dtype(), tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
             std::byte* dst = out_base + static_cast<std::size_t>(piece.begin) * out_item;
             if (out_direct) {
               ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x).template cast<C>();
@@ -189,7 +188,8 @@ detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kern
             plan, streams, options,
             [&](const Tile& tile) {
               State state = detail::kernel_identity<T>(kernel);
-              detail::visit_values_as<Input>(in, tile, [&](const Tile&, const ConstArrayMap<Input>& x) {
+              detail::visit_values_as<Input>(streams.input(in, tile), in.dtype(), tile,
+                                             [&](const Tile&, const ConstArrayMap<Input>& x) {
                 kernel.partial(state, x);
               });
               return state;
@@ -217,7 +217,7 @@ void for_each_tile(const MappedArray& in, Fn&& fn, const PipelineOptions& option
       run_pipeline(
           plan, streams, options,
           [&](const Tile& tile) {
-            detail::visit_values_as<T>(in, tile, fn);
+            detail::visit_values_as<T>(streams.input(in, tile), in.dtype(), tile, fn);
             return Done{};
           },
           [](const Tile&, Done&&) {});

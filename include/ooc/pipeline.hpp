@@ -40,16 +40,23 @@ struct PipelineOptions {
 
 namespace detail {
 
-/// Page management for the arrays a run streams through: pages of the tiles ahead are
+/// Tiles in flight at once for these options.
+std::size_t tokens(const PipelineOptions& options);
+
+/// The arrays a run streams through, and their bytes: pages of the tiles ahead are
 /// requested before the kernels need them, pages behind the commit point are dropped
-/// from the resident set, and finished output is handed to write-back early.
+/// from the resident set, finished output is handed to write-back early, and an array
+/// that is not mapped is read, tile by tile, into one buffer per tile in flight.
 class Streams {
  public:
   Streams(const TilePlan& plan, const PipelineOptions& options);
   void add_input(const MappedArray& array);
   void add_output(const MappedArray& array);
-  /// Serial prefetch stage, before tile `index` goes to a kernel.
+  /// Serial prefetch stage, before tile `index` goes to a kernel: advice for the tiles
+  /// ahead, and the reads of arrays that are not mapped.
   void prefetch(std::size_t index);
+  /// The bytes of `array` from element tile.begin on, valid until the tile is committed.
+  const std::byte* input(const MappedArray& array, const Tile& tile) const;
   /// Kernel stage, on the thread about to process the tile: maps its input pages in one
   /// call rather than a page fault per few pages.
   void populate(const Tile& tile) const;
@@ -61,8 +68,14 @@ class Streams {
     const MappedArray* array;
     bool output;
     std::uintptr_t dropped_to = 0;  // pages below this address are no longer resident
+    // For an array that is not mapped: buffer k holds the tile whose index % slots == k.
+    // Tile i always commits before tile i + slots enters, so a buffer is never shared.
+    std::vector<std::vector<std::byte>> buffers;
   };
+  const Stream& find(const MappedArray& array) const;
+
   const TilePlan& plan_;
+  std::size_t slots_;
   std::size_t depth_;
   bool populate_;
   std::vector<Stream> streams_;
@@ -91,8 +104,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
   };
   if (plan.empty()) return;
   const int threads = detail::resolve_threads(options.threads);
-  const std::size_t tokens =
-      static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+  const std::size_t tokens = detail::tokens(options);
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();

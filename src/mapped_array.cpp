@@ -3,6 +3,7 @@
 #include "format/hdf5.hpp"
 #include "format/npy.hpp"
 #include "mapped_array_access.hpp"
+#include "os/direct_io.hpp"
 #include "os/file.hpp"
 #include "tile_reader.hpp"
 
@@ -359,8 +360,19 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   *mark = to;
 }
 
-void MappedArrayAccess::read(const MappedArray& array, std::int64_t begin, std::int64_t end, void* dst) {
-  array.impl_->reader->read(begin, end, dst);
+TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader.get(); }
+
+int MappedArrayAccess::fd(const MappedArray& array) { return array.impl_->fd.get(); }
+
+std::optional<os::UniqueFd> MappedArrayAccess::reopen_direct(const MappedArray& array, bool writable) {
+  return os::reopen_direct(array.impl_->fd.get(), writable);
+}
+
+std::byte* MappedArrayAccess::writable_data(const MappedArray& array) { return array.impl_->data; }
+
+double MappedArrayAccess::cached_fraction(const MappedArray& array) {
+  const MappedArray::Impl& m = *array.impl_;
+  return m.data ? os::cached_fraction(m.data, static_cast<std::size_t>(m.info.nbytes())) : 1.0;
 }
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {

@@ -129,7 +129,7 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
   detail::Streams streams(plan, options);
   if (&in != &out) streams.add_input(in);
   streams.add_output(out);
-  std::byte* out_base = out.writable_bytes().data();
+  out.writable_bytes();  // throws for a read-only output
   const DType out_dtype = out.dtype();
   const bool out_direct = out_dtype == dtype_of<C>;
   const std::size_t out_item = static_cast<std::size_t>(out_dtype.itemsize());
@@ -138,8 +138,9 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
     run_pipeline(
         plan, streams, options,
         [&](const Tile& tile) {
+          std::byte* out_tile = streams.output(out, tile);
           detail::visit_values_as<C>(streams.input(in, tile), in.dtype(), tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
-            std::byte* dst = out_base + static_cast<std::size_t>(piece.begin) * out_item;
+            std::byte* dst = out_tile + static_cast<std::size_t>(piece.begin - tile.begin) * out_item;
             if (out_direct) {
               ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x).template cast<C>();
             } else {

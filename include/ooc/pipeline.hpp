@@ -25,8 +25,17 @@ struct Progress {
   std::int64_t elements = 0;
 };
 
+/// How tiles' bytes move between files and kernels.
+enum class Io {
+  automatic,  ///< inputs mapped unless cold and larger than memory; new outputs direct
+  mapped,     ///< memory-mapped, through the page cache
+  direct,     ///< O_DIRECT reads and writes into reused aligned buffers (where the
+              ///< file system allows; mapped otherwise)
+};
+
 struct PipelineOptions {
   int threads = 0;                            ///< 0: every core TBB sees
+  Io io = Io::automatic;
   std::uint64_t tile_bytes = kDefaultTileBytes;
   int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
@@ -43,44 +52,38 @@ namespace detail {
 /// Tiles in flight at once for these options.
 std::size_t tokens(const PipelineOptions& options);
 
-/// The arrays a run streams through, and their bytes: pages of the tiles ahead are
-/// requested before the kernels need them, pages behind the commit point are dropped
-/// from the resident set, finished output is handed to write-back early, and an array
-/// that is not mapped is read, tile by tile, into one buffer per tile in flight.
+/// The arrays a run streams through, and where each tile's bytes are. Mapped arrays:
+/// pages of the tiles ahead are requested before the kernels need them, pages behind the
+/// commit point are dropped from the resident set, finished output is handed to
+/// write-back early. Arrays that are not mapped (chunked HDF5) or read and written
+/// directly (Io::direct): each tile in flight has its own reused buffer, filled by a read
+/// before its kernel runs and, for an output, written in tile order at commit.
 class Streams {
  public:
   Streams(const TilePlan& plan, const PipelineOptions& options);
+  ~Streams();
+  Streams(const Streams&) = delete;
+  Streams& operator=(const Streams&) = delete;
+
   void add_input(const MappedArray& array);
   void add_output(const MappedArray& array);
-  /// Serial prefetch stage, before tile `index` goes to a kernel: advice for the tiles
-  /// ahead, and the reads of arrays that are not mapped.
+  /// Serial prefetch stage, before tile `index` goes to a kernel: page advice for the
+  /// tiles ahead, and reads that must not run concurrently (HDF5).
   void prefetch(std::size_t index);
+  /// Kernel stage, on the thread about to run the tile's kernel: concurrent reads.
+  void acquire(const Tile& tile);
   /// The bytes of `array` from element tile.begin on, valid until the tile is committed.
   const std::byte* input(const MappedArray& array, const Tile& tile) const;
-  /// Kernel stage, on the thread about to process the tile: maps its input pages in one
-  /// call rather than a page fault per few pages.
-  void populate(const Tile& tile) const;
-  /// Serial commit stage, after tile `index` is merged.
+  /// Where the kernel writes `array`'s elements from tile.begin on.
+  std::byte* output(const MappedArray& array, const Tile& tile) const;
+  /// Serial commit stage, after tile `index` is merged: direct writes, page release.
   void release(std::size_t index);
+  /// After the last tile: what direct writers still hold.
+  void finish();
 
  private:
-  struct Stream {
-    const MappedArray* array;
-    bool output;
-    std::uintptr_t dropped_to = 0;  // pages below this address are no longer resident
-    // For an array that is not mapped: buffer k holds the tile whose index % slots == k.
-    // Tile i always commits before tile i + slots enters, so a buffer is never shared.
-    std::vector<std::vector<std::byte>> buffers;
-  };
-  const Stream& find(const MappedArray& array) const;
-
-  const TilePlan& plan_;
-  std::size_t slots_;
-  std::size_t depth_;
-  bool populate_;
-  std::vector<Stream> streams_;
-  std::size_t advised_ = 0;       // tiles [0, advised_) have been requested
-  std::int64_t committed_ = 0;    // elements [0, committed_) are finished
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// The thread count a run uses for `requested` (0: every core).
@@ -131,7 +134,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
             tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
                 tbb::filter_mode::parallel,
                 [&](const Tile& tile) {
-                  streams.populate(tile);
+                  streams.acquire(tile);
                   return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
                 }) &
             tbb::make_filter<std::shared_ptr<InFlight>, void>(
@@ -145,6 +148,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
                 }));
   });
   if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
+  streams.finish();
 }
 
 }  // namespace ooc

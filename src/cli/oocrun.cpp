@@ -32,6 +32,7 @@ struct Common {
   bool progress = false;
   bool quiet = false;
   bool overwrite = false;
+  std::string io_mode = "auto";
 };
 
 std::string one_line(std::string text) {
@@ -108,6 +109,8 @@ ooc::PipelineOptions pipeline_options(const Common& common) {
   }
   if (options.tile_bytes == 0) throw ooc::UsageError("", "--tile-bytes must be positive");
   options.prefetch = common.prefetch;
+  options.io = common.io_mode == "mmap" ? ooc::Io::mapped : common.io_mode == "direct" ? ooc::Io::direct
+                                                                                    : ooc::Io::automatic;
   return options;
 }
 
@@ -264,6 +267,10 @@ int main(int argc, char** argv) {
   app.add_option("--tile-bytes", common.tile_bytes, "bytes per tile, e.g. 64M or 1G (default 16M)");
   app.add_option("--prefetch", common.prefetch, "tiles whose pages are requested ahead (default 2)")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--io", common.io_mode,
+                 "mmap, direct (O_DIRECT into reused buffers) or auto (default: direct for new outputs and "
+                 "for cold inputs larger than memory, mmap otherwise)")
+      ->check(CLI::IsMember({"auto", "mmap", "direct"}));
   app.add_flag("--progress", common.progress, "show progress on stderr");
   app.add_flag("--quiet", common.quiet, "print nothing but results and errors");
 

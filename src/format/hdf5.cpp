@@ -289,7 +289,8 @@ class DatasetReader final : public detail::TileReader {
     Id probe = open_dataset(file_->get(), file, dataset);
     Id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
     type_ = std::make_unique<Id>(H5Dget_type(probe.get()), H5Tclose);
-    const std::size_t item = H5Tget_size(type_->get());
+    item_ = H5Tget_size(type_->get());
+    const std::size_t item = item_;
     Id space(H5Dget_space(probe.get()), H5Sclose);
     const int ndims = H5Sget_simple_extent_ndims(space.get());
     dims_.resize(static_cast<std::size_t>(std::max(0, ndims)));
@@ -318,8 +319,12 @@ class DatasetReader final : public detail::TileReader {
     file_.reset();
   }
 
-  void read(std::int64_t begin, std::int64_t end, void* dst) override {
-    if (end <= begin) return;
+  bool concurrent() const override { return false; }  // the HDF5 library is not thread-safe
+
+  const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
+    buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);
+    std::byte* dst = buffer.data();
+    if (end <= begin) return dst;
     Session session;
     Id file_space(H5Dget_space(dataset_->get()), H5Sclose);
     if (dims_.empty()) {
@@ -334,12 +339,14 @@ class DatasetReader final : public detail::TileReader {
     // The file's own type as the memory type: raw bytes, converted later by ooc.
     if (H5Dread(dataset_->get(), type_->get(), memory_space.get(), file_space.get(), H5P_DEFAULT, dst) < 0)
       throw Error(label_, "reading elements " + std::to_string(begin) + ".." + std::to_string(end) + " failed");
+    return dst;
   }
 
  private:
   std::string label_;
   std::unique_ptr<Id> file_, type_, dataset_;
   std::vector<hsize_t> dims_;
+  std::size_t item_ = 1;
 };
 
 }  // namespace

@@ -102,6 +102,21 @@ class Bench:
         del a
         return path
 
+    def make_hdf5(self, name, matrix):
+        """The matrix again as two HDF5 datasets: contiguous, and chunked in 4 MiB chunks."""
+        import h5py
+        path = os.path.join(self.dir, name)
+        a = np.load(matrix, mmap_mode="r")
+        if not os.path.exists(path):
+            with h5py.File(path, "w") as f:
+                contiguous = f.create_dataset("contiguous", shape=a.shape, dtype=a.dtype)
+                chunked = f.create_dataset("chunked", shape=a.shape, dtype=a.dtype, chunks=(65536, 8))
+                step = 1 << 21
+                for i in range(0, a.shape[0], step):
+                    contiguous[i:i + step] = a[i:i + step]
+                    chunked[i:i + step] = a[i:i + step]
+        return path
+
     # ---- runners ----------------------------------------------------------------------
     def ooc(self, *args, threads=None):
         cmd = [self.oocrun, *args, "--json", "--quiet"]
@@ -209,6 +224,13 @@ class Bench:
                      {"ooc": self.ooc("apply", "add-one", inplace, "--in-place"),
                       "numpy": self.peer("numpy", "add_one_in_place", inplace)},
                      limit=self.limit("mapped_add"))
+        h5 = self.make_hdf5("matrix.h5", matrix)
+        for layout in ("contiguous", "chunked"):
+            spec = f"{h5}:/{layout}"
+            self.measure(f"sum of an HDF5 {layout} dataset, warm", nbytes,
+                         {"ooc": self.ooc("reduce", "sum", spec), "dask": self.peer("dask", "sum", spec),
+                          "h5py": self.peer("h5py", "sum", spec)},
+                         limit=self.limit("mapped_sum"))
         for threads in range(1, os.cpu_count() + 1):
             self.measure(f"sum, warm, {threads} thread{'s' if threads > 1 else ''}", nbytes,
                          {"ooc": self.ooc("reduce", "sum", matrix, threads=threads)},

@@ -249,35 +249,41 @@ bool has_hdf5_extension(std::string_view file) {
   return false;
 }
 
-// Selects the elements [begin, end) (flat, C order) of a dataspace of `dims` as a union
-// of boxes: a partial first slab, whole slabs, a partial last slab, recursively.
-void select_run(hid_t space, const std::vector<hsize_t>& dims, std::size_t axis, std::vector<hsize_t>& start,
-                std::int64_t begin, std::int64_t end, bool& first) {
+// A box of a dataspace: per axis, first index and count.
+struct Box {
+  std::vector<hsize_t> offset, count;
+};
+
+// The elements [begin, end) (flat, C order) of a dataspace of `dims`, as boxes in that
+// order: a partial first slab, whole slabs, a partial last slab, recursively (at most
+// 2 * ndim - 1 boxes).
+void boxes_of_run(const std::vector<hsize_t>& dims, std::size_t axis, std::vector<hsize_t>& prefix,
+                  std::int64_t begin, std::int64_t end, std::vector<Box>& out) {
   if (begin >= end) return;
   std::int64_t inner = 1;
   for (std::size_t k = axis + 1; k < dims.size(); ++k) inner *= static_cast<std::int64_t>(dims[k]);
-  auto select_box = [&](std::int64_t lo, std::int64_t hi) {  // whole slabs [lo, hi) of `axis`
-    std::vector<hsize_t> offset(start), count(dims);
-    for (std::size_t k = 0; k < axis; ++k) count[k] = 1;
-    offset[axis] = static_cast<hsize_t>(lo);
-    count[axis] = static_cast<hsize_t>(hi - lo);
-    for (std::size_t k = axis + 1; k < dims.size(); ++k) offset[k] = 0;
-    H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, offset.data(), nullptr, count.data(), nullptr);
-    first = false;
+  auto whole = [&](std::int64_t lo, std::int64_t hi) {  // slabs [lo, hi) of `axis`, complete
+    Box box{prefix, std::vector<hsize_t>(dims.size(), 1)};
+    box.offset.resize(dims.size(), 0);
+    box.offset[axis] = static_cast<hsize_t>(lo);
+    box.count[axis] = static_cast<hsize_t>(hi - lo);
+    for (std::size_t k = axis + 1; k < dims.size(); ++k) box.count[k] = dims[k];
+    out.push_back(std::move(box));
   };
-  const std::int64_t lo = begin / inner, hi = end / inner;
-  if (inner == 1) return select_box(begin, end);
   auto partial = [&](std::int64_t slab, std::int64_t from, std::int64_t to) {
-    start[axis] = static_cast<hsize_t>(slab);
-    select_run(space, dims, axis + 1, start, from, to, first);
+    prefix.push_back(static_cast<hsize_t>(slab));
+    boxes_of_run(dims, axis + 1, prefix, from, to, out);
+    prefix.pop_back();
   };
+  if (inner == 1) return whole(begin, end);
+  const std::int64_t lo = begin / inner, hi = end / inner;
   if (lo == hi) return partial(lo, begin - lo * inner, end - lo * inner);
   std::int64_t whole_from = lo;
   if (begin % inner != 0) {
     partial(lo, begin % inner, inner);
     whole_from = lo + 1;
   }
-  if (hi > whole_from) select_box(whole_from, hi);
+  if (hi > whole_from) whole(whole_from, hi);
   if (end % inner != 0) partial(hi, 0, end % inner);
 }
 
@@ -326,19 +332,30 @@ class DatasetReader final : public detail::TileReader {
     std::byte* dst = buffer.data();
     if (end <= begin) return dst;
     Session session;
-    Id file_space(H5Dget_space(dataset_->get()), H5Sclose);
+    std::vector<Box> boxes;
     if (dims_.empty()) {
-      H5Sselect_all(file_space.get());
+      boxes.push_back({});
     } else {
-      std::vector<hsize_t> start(dims_.size(), 0);
-      bool first = true;
-      select_run(file_space.get(), dims_, 0, start, begin, end, first);
+      std::vector<hsize_t> prefix;
+      boxes_of_run(dims_, 0, prefix, begin, end, boxes);
     }
-    const hsize_t count = static_cast<hsize_t>(end - begin);
-    Id memory_space(H5Screate_simple(1, &count, nullptr), H5Sclose);
-    // The file's own type as the memory type: raw bytes, converted later by ooc.
-    if (H5Dread(dataset_->get(), type_->get(), memory_space.get(), file_space.get(), H5P_DEFAULT, dst) < 0)
-      throw Error(label_, "reading elements " + std::to_string(begin) + ".." + std::to_string(end) + " failed");
+    // One read per box, the memory space shaped as the box: HDF5 maps chunks to memory
+    // quickly only when both selections have the same shape (else it goes element by
+    // element). The file's own type as memory type: raw bytes, converted later by ooc.
+    std::byte* at = dst;
+    for (const Box& box : boxes) {
+      Id file_space(H5Dget_space(dataset_->get()), H5Sclose);
+      Id memory_space(box.count.empty() ? H5Screate(H5S_SCALAR)
+                                        : H5Screate_simple(static_cast<int>(box.count.size()), box.count.data(), nullptr),
+                      H5Sclose);
+      if (!box.count.empty())
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, box.offset.data(), nullptr, box.count.data(), nullptr);
+      if (H5Dread(dataset_->get(), type_->get(), memory_space.get(), file_space.get(), H5P_DEFAULT, at) < 0)
+        throw Error(label_, "reading elements " + std::to_string(begin) + ".." + std::to_string(end) + " failed");
+      hsize_t elements = 1;
+      for (hsize_t c : box.count) elements *= c;
+      at += elements * item_;
+    }
     return dst;
   }
 

@@ -192,6 +192,7 @@ DatasetInfo describe_open(hid_t dset, const std::string& name) {
     default: info.layout = "unknown"; break;
   }
   const int nfilters = H5Pget_nfilters(dcpl.get());
+  std::string missing_filter;
   for (int i = 0; i < nfilters; ++i) {
     unsigned flags = 0, config = 0;
     std::size_t nelements = 0;
@@ -200,6 +201,10 @@ DatasetInfo describe_open(hid_t dset, const std::string& name) {
                                            sizeof filter_name, filter_name, &config);
     info.filters.push_back(id == H5Z_FILTER_DEFLATE ? "deflate" : id == H5Z_FILTER_SHUFFLE ? "shuffle"
                            : filter_name[0] ? filter_name : "filter " + std::to_string(id));
+    if (H5Zfilter_avail(id) <= 0 && missing_filter.empty())
+      missing_filter = "it is compressed with filter " + std::to_string(id) + " (" + info.filters.back() +
+                       "), which this HDF5 library cannot decode" +
+                       (id == 32000 ? " (LZF lives in h5py; rewrite the dataset with gzip)" : "");
   }
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
   H5Dget_space_status(dset, &status);
@@ -210,11 +215,12 @@ DatasetInfo describe_open(hid_t dset, const std::string& name) {
 
   if (!info.dtype) info.why_not_mappable = "its type (" + t.text + ") is not a number type ooc handles";
   else if (null_space) info.why_not_mappable = "it has a null dataspace (no elements, not even a shape)";
+  else if (!missing_filter.empty()) info.why_not_mappable = missing_filter;
   else if (info.layout != "contiguous") info.why_not_mappable = "its layout is " + info.layout;
   else if (nfilters > 0) info.why_not_mappable = "it has filters";
   else if (H5Pget_external_count(dcpl.get()) > 0) info.why_not_mappable = "its data lives in external files";
   else if (!empty && !info.offset) info.why_not_mappable = "its storage is not allocated (never written)";
-  info.readable = info.dtype.has_value() && !null_space;
+  info.readable = info.dtype.has_value() && !null_space && missing_filter.empty();
   info.mappable = info.why_not_mappable.empty();
   return info;
 }

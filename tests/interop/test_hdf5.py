@@ -244,6 +244,10 @@ class ErrorTest(Hdf5Case):
         before = digest(chunked)
         self.error(2, "apply", "add-one", f"{chunked}:/c", "--in-place", words=["chunked"])
         self.assertEqual(digest(chunked), before)
+        lzf = self.tmp.file("lzf.h5")
+        with h5py.File(lzf, "w") as f:
+            f.create_dataset("z", data=np.arange(1000.0), chunks=(100,), compression="lzf")
+        self.error(1, "reduce", "sum", f"{lzf}:/z", words=[f"{lzf}:/z", "lzf", "cannot decode"])
         fortran = self.tmp.save("f.npy", np.asfortranarray(np.zeros((3, 4))))
         self.error(2, "apply", "add-one", fortran, "-o", f"{self.tmp.file('o.h5')}:/x", words=["C order"])
         self.assertFalse(os.path.exists(self.tmp.file("o.h5")))

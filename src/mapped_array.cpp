@@ -64,6 +64,34 @@ struct MappedArray::Impl {
     }
   }
 
+  // A writable array about to be created under `path`; the shape must fit in int64 bytes.
+  static std::unique_ptr<Impl> output(const std::string& path, const std::string& format, DType dtype,
+                                      const Shape& shape, Order order) {
+    const auto count = element_count(shape);
+    std::int64_t bytes = 0;
+    if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
+      throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->writable = true;
+    impl->info.format = format;
+    impl->info.dtype = dtype;
+    impl->info.shape = shape;
+    impl->info.order = order;
+    return impl;
+  }
+
+  // Creates the file as a temporary beside `final_path`: renamed over it on commit,
+  // removed if the array is dropped first.
+  void create_beside(const std::string& final_path, std::filesystem::path& temp) {
+    fd = os::create_temp_beside(final_path, temp);
+    discard = [temp] { std::filesystem::remove(temp); };
+    publish = [temp, final_path] {
+      os::rename_file(temp, final_path);
+      os::sync_directory(std::filesystem::path(final_path).parent_path());
+    };
+  }
+
   void map() {
     const std::uint64_t bytes = info.nbytes();
     if (bytes == 0) return;  // mmap cannot map zero bytes; an empty array needs none
@@ -213,32 +241,15 @@ MappedArray map_file(const std::string& path, Access access) {
 }
 
 MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order) {
-  const auto count = element_count(shape);
-  std::int64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
-    throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
+  auto impl = MappedArray::Impl::output(path, "npy", dtype, shape, order);
   if (std::filesystem::is_directory(path)) throw Error(path, "is a directory");
-
-  auto impl = std::make_unique<MappedArray::Impl>();
-  impl->path = path;
-  impl->writable = true;
-  impl->info.format = "npy";
-  impl->info.dtype = dtype;
-  impl->info.shape = shape;
-  impl->info.order = order;
   const std::string header = npy::make_header(dtype, shape, order);
   impl->info.format_version = std::to_string(static_cast<int>(header[6])) + ".0";
   impl->info.data_offset = header.size();
-
   std::filesystem::path temp;
-  impl->fd = os::create_temp_beside(path, temp);
-  impl->discard = [temp] { std::filesystem::remove(temp); };
-  impl->publish = [temp, path] {
-    os::rename_file(temp, path);
-    os::sync_directory(std::filesystem::path(path).parent_path());
-  };
+  impl->create_beside(path, temp);
   os::write_at(impl->fd.get(), header.data(), header.size(), 0, path);
-  os::preallocate(impl->fd.get(), header.size() + static_cast<std::uint64_t>(bytes), path);
+  os::preallocate(impl->fd.get(), header.size() + impl->info.nbytes(), path);
   impl->map();
   return MappedArray(std::move(impl));
 }
@@ -246,18 +257,7 @@ MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
 MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite) {
   const auto where = hdf5::split(path);
   if (!where) throw UsageError(path, "an HDF5 output is named FILE.h5:/dataset");
-  const auto count = element_count(shape);
-  std::int64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
-    throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
-  auto impl = std::make_unique<MappedArray::Impl>();
-  impl->path = path;
-  impl->writable = true;
-  impl->info.format = "hdf5";
-  impl->info.dtype = dtype;
-  impl->info.shape = shape;
-  impl->info.order = Order::c;
-
+  auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
   const std::string& file = where->file;
   const bool existing = std::filesystem::exists(file);
   if (existing) {
@@ -275,16 +275,11 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
   } else {
     // A new file is built under a temporary name beside it and renamed when complete.
     std::filesystem::path temp;
-    impl->fd = os::create_temp_beside(file, temp);
-    impl->discard = [temp] { std::filesystem::remove(temp); };
+    impl->create_beside(file, temp);
     impl->info.data_offset = hdf5::create_dataset(temp.string(), where->dataset, dtype, shape);
-    impl->publish = [temp, file] {
-      os::rename_file(temp, file);
-      os::sync_directory(std::filesystem::path(file).parent_path());
-    };
   }
   // HDF5 only reserved the range in its own books: reserve the disk blocks now.
-  if (bytes > 0) os::preallocate_range(impl->fd.get(), impl->info.data_offset, static_cast<std::uint64_t>(bytes), path);
+  os::preallocate_range(impl->fd.get(), impl->info.data_offset, impl->info.nbytes(), path);
   impl->map();
   return MappedArray(std::move(impl));
 }

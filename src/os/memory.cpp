@@ -1,8 +1,12 @@
 #include "os/memory.hpp"
 
+#include "ooc/error.hpp"
+#include "os/file.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 
 #ifndef MADV_POPULATE_READ
@@ -40,6 +44,16 @@ void advise(const void* address, std::size_t size, Advice advice) {
   }
   if (last <= first) return;
   ::madvise(reinterpret_cast<void*>(first), last - first, value);
+}
+
+void sync_range(const void* address, std::size_t size, const std::string& path) {
+  if (size == 0) return;
+  const std::uintptr_t page = page_size();
+  const auto begin = reinterpret_cast<std::uintptr_t>(address);
+  const std::uintptr_t first = begin / page * page;
+  const std::uintptr_t last = (begin + size + page - 1) / page * page;
+  if (::msync(reinterpret_cast<void*>(first), last - first, MS_SYNC) != 0)
+    throw Error(path, "flushing the mapped data failed: " + errno_text(errno));
 }
 
 }  // namespace ooc::os

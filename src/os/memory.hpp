@@ -2,6 +2,7 @@
 // Advice to the kernel about mapped pages: the only place in ooc that calls madvise.
 
 #include <cstddef>
+#include <string>
 
 namespace ooc::os {
 
@@ -19,5 +20,9 @@ enum class Advice {
 /// except for dont_need, which is narrowed so no page outside the range is dropped.
 /// Advice is a hint: failures (old kernels, unsupported values) are ignored.
 void advise(const void* address, std::size_t size, Advice advice);
+
+/// Writes the dirty pages of a shared file mapping in [address, address + size) to disk
+/// and waits (msync MS_SYNC, widened to whole pages). `path` names the file in errors.
+void sync_range(const void* address, std::size_t size, const std::string& path);
 
 }  // namespace ooc::os

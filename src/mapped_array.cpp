@@ -3,6 +3,7 @@
 #include "format/npy.hpp"
 #include "mapped_array_access.hpp"
 #include "os/file.hpp"
+#include "os/shrink_watch.hpp"
 
 #include <boost/interprocess/mapped_region.hpp>
 
@@ -40,10 +41,12 @@ struct MappedArray::Impl {
   os::UniqueFd fd;
   bip::mapped_region region;  // empty when the array holds no bytes
   std::byte* data = nullptr;
+  os::ShrinkWatch watch;  // declared after region: stops watching before the unmap
   std::filesystem::path temp_path;  // non-empty while an output is pending
 
   ~Impl() {
     if (!temp_path.empty()) {
+      watch = os::ShrinkWatch();
       region = bip::mapped_region();
       std::error_code ignored;
       std::filesystem::remove(temp_path, ignored);
@@ -61,6 +64,7 @@ struct MappedArray::Impl {
       throw Error(path, std::string("cannot map the data: ") + e.what());
     }
     data = static_cast<std::byte*>(region.get_address());
+    watch = os::ShrinkWatch(data, static_cast<std::size_t>(bytes), writable);
   }
 };
 
@@ -73,6 +77,13 @@ const ArrayInfo& MappedArray::info() const { return impl_->info; }
 const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
 bool MappedArray::pending() const { return !impl_->temp_path.empty(); }
+bool MappedArray::shrank() const { return impl_->watch.shrank(); }
+
+void MappedArray::check_intact() const {
+  if (shrank())
+    throw Error(impl_->path, std::string("file shrank while being ") + (impl_->writable ? "written" : "read") +
+                                 " (truncated by another process)");
+}
 
 std::span<const std::byte> MappedArray::bytes() const& {
   return {impl_->data, static_cast<std::size_t>(nbytes())};
@@ -94,6 +105,7 @@ void MappedArray::check_view_type(DType wanted) const {
 void MappedArray::commit() {
   Impl& m = *impl_;
   if (!m.writable) return;
+  check_intact();  // zeros stand where the file's bytes were: nothing of it may be kept
   if (m.region.get_size() > 0 && !m.region.flush(0, 0, /*async=*/false))
     throw Error(m.path, "flushing the mapped data failed");
   os::sync_file(m.fd.get(), m.path);
@@ -188,6 +200,16 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   os::advise(reinterpret_cast<const void*>(from), to - from, os::Advice::dont_need);
   *mark = to;
 }
+
+void MappedArrayAccess::sync(const MappedArray& array, std::int64_t begin, std::int64_t end) {
+  const MappedArray::Impl& m = *array.impl_;
+  if (!m.writable || m.data == nullptr || end <= begin) return;
+  const std::size_t item = static_cast<std::size_t>(m.info.dtype.itemsize());
+  os::sync_range(m.data + static_cast<std::size_t>(begin) * item, static_cast<std::size_t>(end - begin) * item,
+                 m.path);
+}
+
+int MappedArrayAccess::descriptor(const MappedArray& array) { return array.impl_->fd.get(); }
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {
   const MappedArray::Impl& m = *array.impl_;

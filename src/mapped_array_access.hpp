@@ -1,6 +1,6 @@
 #pragma once
-// What the pipeline needs of a MappedArray beyond its public face: page advice over
-// element ranges, and the file descriptor for write-back.
+// What the pipeline and the in-place journal need of a MappedArray beyond its public
+// face: page advice over element ranges, write-back and syncing, the file descriptor.
 
 #include "ooc/mapped_array.hpp"
 #include "os/memory.hpp"
@@ -17,6 +17,10 @@ class MappedArrayAccess {
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
   /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
+  /// Writes the elements [begin, end) of a writable array to disk and waits.
+  static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
+  /// The descriptor the array was opened and mapped from (for locks and identity).
+  static int descriptor(const MappedArray& array);
 };
 
 }  // namespace ooc::detail

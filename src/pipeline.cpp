@@ -11,7 +11,9 @@ namespace ooc::detail {
 
 Streams::Streams(const TilePlan& plan, const PipelineOptions& options)
     : plan_(plan), depth_(static_cast<std::size_t>(std::max(0, options.prefetch))),
-      populate_(options.populate) {}
+      populate_(options.populate),
+      advised_(std::min(options.first_tile, plan.size())),
+      committed_(plan.size() > options.first_tile ? plan[options.first_tile].begin : plan.elements()) {}
 
 void Streams::add_input(const MappedArray& array) { streams_.push_back({&array, false, 0}); }
 void Streams::add_output(const MappedArray& array) { streams_.push_back({&array, true, 0}); }
@@ -31,6 +33,10 @@ void Streams::populate(const Tile& tile) const {
     if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::populate_read);
 }
 
+void Streams::check_intact() const {
+  for (const Stream& s : streams_) s.array->check_intact();
+}
+
 void Streams::release(std::size_t index) {
   const Tile tile = plan_[index];
   for (Stream& s : streams_) {
@@ -42,6 +48,11 @@ void Streams::release(std::size_t index) {
 
 int resolve_threads(int requested) {
   return requested > 0 ? requested : oneapi::tbb::info::default_concurrency();
+}
+
+std::size_t tokens_in_flight(const PipelineOptions& options) {
+  return static_cast<std::size_t>(resolve_threads(options.threads)) *
+         static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
 }
 
 void run_in_arena(int threads, const std::function<void()>& fn) {

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -145,4 +146,32 @@ TEST_CASE("a file shorter than its header promises is refused with both sizes") 
   std::filesystem::resize_file(dir.file("a.npy"), 128 + 7992);
   CHECK_THROWS_WITH_AS(ooc::map_file(dir.file("a.npy")),
                        doctest::Contains("header says 8000 bytes of data, file holds 7992"), ooc::Error);
+}
+
+TEST_CASE("an array whose file shrank reads zeros past the cut, says so, and refuses to commit") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.npy");
+  write_iota(path, 100000);
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  CHECK_FALSE(a.shrank());
+  a.check_intact();
+  std::filesystem::resize_file(path, 4096);  // as another process's truncate would
+  const auto v = a.values<double>();
+  CHECK(v(99999) == 0.0);  // no SIGBUS: zeros
+  CHECK(a.shrank());
+  CHECK_THROWS_WITH_AS(a.check_intact(), doctest::Contains("a.npy: file shrank while being written"), ooc::Error);
+  CHECK_THROWS_WITH_AS(a.commit(), doctest::Contains("shrank"), ooc::Error);
+}
+
+TEST_CASE("an output whose temporary is cut short by another process is never renamed into place") {
+  ScratchDir dir;
+  const std::string path = dir.file("out.npy");
+  {
+    ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, {100000});
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) std::filesystem::resize_file(entry, 0);
+    out.writable_values<double>().setConstant(1.0);
+    CHECK(out.shrank());
+    CHECK_THROWS_WITH_AS(out.commit(), doctest::Contains("shrank"), ooc::Error);
+  }
+  CHECK(dir.entries() == 0);
 }

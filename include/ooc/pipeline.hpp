@@ -23,6 +23,18 @@ struct Progress {
   std::size_t tiles = 0;
   std::int64_t elements_done = 0;
   std::int64_t elements = 0;
+  std::int64_t elements_before = 0;  ///< done before this run started (a resumed run)
+};
+
+/// Hooks for a run whose output must survive a crash (ooc::InPlaceJournal is one).
+class TileJournal {
+ public:
+  virtual ~TileJournal() = default;
+  /// Kernel stage, on the tile's thread, before its kernel may write anything.
+  virtual void before_write(const Tile& tile) = 0;
+  /// Commit stage, in tile order, once the tile is committed and nothing behind it can
+  /// still fail the run.
+  virtual void after_commit(const Tile& tile) = 0;
 };
 
 struct PipelineOptions {
@@ -36,6 +48,10 @@ struct PipelineOptions {
   /// When set (from a signal handler, say), the run stops handing out tiles and throws
   /// ooc::Cancelled from the next commit; outputs are not committed.
   const std::atomic<bool>* cancel = nullptr;
+  /// Tiles before this one are already done (a resumed run); they are not run again.
+  std::size_t first_tile = 0;
+  /// Told before each tile is written and after it is committed.
+  TileJournal* journal = nullptr;
 };
 
 namespace detail {
@@ -53,6 +69,9 @@ class Streams {
   /// Kernel stage, on the thread about to process the tile: maps its input pages in one
   /// call rather than a page fault per few pages.
   void populate(const Tile& tile) const;
+  /// Serial commit stage, before anything of a tile is committed: throws ooc::Error if a
+  /// file behind one of the arrays shrank while the tiles so far were read or written.
+  void check_intact() const;
   /// Serial commit stage, after tile `index` is merged.
   void release(std::size_t index);
 
@@ -73,6 +92,10 @@ class Streams {
 /// The thread count a run uses for `requested` (0: every core).
 int resolve_threads(int requested);
 
+/// How many tiles a run with these options has in flight at most: tile i + tokens does
+/// not start before tile i has left the commit stage.
+std::size_t tokens_in_flight(const PipelineOptions& options);
+
 /// Runs fn inside a TBB arena of `threads` threads (allowing more than the cores).
 void run_in_arena(int threads, const std::function<void()>& fn);
 
@@ -89,14 +112,15 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
     Tile tile;
     Result result;
   };
-  if (plan.empty()) return;
+  if (plan.size() <= options.first_tile) return;
   const int threads = detail::resolve_threads(options.threads);
-  const std::size_t tokens =
-      static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+  const std::size_t tokens = detail::tokens_in_flight(options);
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();
-  std::size_t next = 0;
+  progress.tiles_done = options.first_tile;
+  progress.elements_done = progress.elements_before = plan[options.first_tile].begin;
+  std::size_t next = options.first_tile;
   auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
   auto throw_cancelled = [&] {
     throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
@@ -120,13 +144,16 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
                 tbb::filter_mode::parallel,
                 [&](const Tile& tile) {
                   streams.populate(tile);
+                  if (options.journal != nullptr) options.journal->before_write(tile);
                   return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
                 }) &
             tbb::make_filter<std::shared_ptr<InFlight>, void>(
                 tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
                   if (cancelled()) throw_cancelled();
+                  streams.check_intact();
                   commit(done->tile, std::move(done->result));
                   streams.release(done->tile.index);
+                  if (options.journal != nullptr) options.journal->after_commit(done->tile);
                   ++progress.tiles_done;
                   progress.elements_done = done->tile.end;
                   if (options.on_progress) options.on_progress(progress);

@@ -195,3 +195,47 @@ TEST_CASE("a journal sees each tile saved before its kernel and recorded after i
     CHECK(journal.most_ahead <= ooc::detail::tokens_in_flight(options));
   }
 }
+
+namespace {
+
+// A kernel result that counts its live copies.
+struct Counted {
+  static inline std::atomic<int> alive{0};
+  std::vector<double> payload = std::vector<double>(64);
+  Counted() { ++alive; }
+  Counted(const Counted& other) : payload(other.payload) { ++alive; }
+  Counted(Counted&& other) noexcept : payload(std::move(other.payload)) { ++alive; }
+  ~Counted() { --alive; }
+};
+
+}  // namespace
+
+TEST_CASE("results of tiles in flight when a run fails or is cancelled are all destroyed") {
+  const auto plan = ooc::TilePlan::contiguous(200 * ooc::kBlockElements, 8, ooc::kBlockElements * 8);
+  for (int threads : {1, 2, 7}) {
+    CAPTURE(threads);
+    ooc::PipelineOptions options;
+    options.threads = threads;
+    ooc::detail::Streams streams(plan, options);
+    CHECK_THROWS(ooc::run_pipeline(
+        plan, streams, options,
+        [&](const ooc::Tile& tile) {
+          if (tile.index == 40) throw std::runtime_error("bad tile");
+          std::this_thread::sleep_for(std::chrono::microseconds((tile.index * 7919) % 500));
+          return Counted{};
+        },
+        [](const ooc::Tile&, Counted&&) {}));
+    CHECK(Counted::alive.load() == 0);
+    std::atomic<bool> cancel{false};
+    options.cancel = &cancel;
+    CHECK_THROWS_AS(ooc::run_pipeline(
+                        plan, streams, options,
+                        [&](const ooc::Tile& tile) {
+                          if (tile.index == 30) cancel = true;
+                          return Counted{};
+                        },
+                        [](const ooc::Tile&, Counted&&) {}),
+                    ooc::Cancelled);
+    CHECK(Counted::alive.load() == 0);
+  }
+}

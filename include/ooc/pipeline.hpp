@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -108,13 +109,13 @@ template <class Kernel, class Commit>
 void run_pipeline(const TilePlan& plan, detail::Streams& streams, const PipelineOptions& options,
                   Kernel&& kernel, Commit&& commit) {
   using Result = std::invoke_result_t<Kernel&, const Tile&>;
-  struct InFlight {
-    Tile tile;
-    Result result;
-  };
   if (plan.size() <= options.first_tile) return;
   const int threads = detail::resolve_threads(options.threads);
   const std::size_t tokens = detail::tokens_in_flight(options);
+  // Only tile numbers travel between the stages (TBB allocates larger tokens on the heap
+  // and drops them, unfreed, when a run is cancelled). A kernel's result waits in the
+  // slot of its tile: tile i + tokens starts only after tile i has left the commit stage.
+  std::vector<std::optional<Result>> results(tokens);
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();
@@ -131,31 +132,36 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
     namespace tbb = oneapi::tbb;
     tbb::parallel_pipeline(
         tokens,
-        tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
-                                     [&](tbb::flow_control& control) -> Tile {
-                                       if (next == plan.size() || cancelled()) {
-                                         control.stop();
-                                         return {};
-                                       }
-                                       streams.prefetch(next);
-                                       return plan[next++];
-                                     }) &
-            tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
+        tbb::make_filter<void, std::size_t>(tbb::filter_mode::serial_in_order,
+                                            [&](tbb::flow_control& control) -> std::size_t {
+                                              if (next == plan.size() || cancelled()) {
+                                                control.stop();
+                                                return 0;
+                                              }
+                                              streams.prefetch(next);
+                                              return next++;
+                                            }) &
+            tbb::make_filter<std::size_t, std::size_t>(
                 tbb::filter_mode::parallel,
-                [&](const Tile& tile) {
+                [&](std::size_t index) {
+                  const Tile tile = plan[index];
                   streams.populate(tile);
                   if (options.journal != nullptr) options.journal->before_write(tile);
-                  return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
+                  results[index % tokens].emplace(kernel(tile));
+                  return index;
                 }) &
-            tbb::make_filter<std::shared_ptr<InFlight>, void>(
-                tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
+            tbb::make_filter<std::size_t, void>(
+                tbb::filter_mode::serial_in_order, [&](std::size_t index) {
+                  const Tile tile = plan[index];
+                  std::optional<Result>& result = results[index % tokens];
                   if (cancelled()) throw_cancelled();
                   streams.check_intact();
-                  commit(done->tile, std::move(done->result));
-                  streams.release(done->tile.index);
-                  if (options.journal != nullptr) options.journal->after_commit(done->tile);
+                  commit(tile, std::move(*result));
+                  result.reset();
+                  streams.release(index);
+                  if (options.journal != nullptr) options.journal->after_commit(tile);
                   ++progress.tiles_done;
-                  progress.elements_done = done->tile.end;
+                  progress.elements_done = tile.end;
                   if (options.on_progress) options.on_progress(progress);
                 }));
   });

@@ -100,6 +100,9 @@ void MappedArray::check_view_type(DType wanted) const {
   if (!dtype().is_native())
     throw UsageError(path(), "array is in non-native byte order (" + dtype().descr() +
                                  "); read it through the pipeline, which converts");
+  if (reinterpret_cast<std::uintptr_t>(impl_->data) % static_cast<std::uintptr_t>(wanted.itemsize()) != 0)
+    throw UsageError(path(), "data at offset " + std::to_string(info().data_offset) + " is not aligned for " +
+                                 wanted.name() + "; read it through the pipeline, which copies");
 }
 
 void MappedArray::commit() {

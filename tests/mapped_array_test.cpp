@@ -1,4 +1,6 @@
 #include "ooc/mapped_array.hpp"
+#include "ooc/kernel.hpp"
+#include "ooc/kernels/reductions.hpp"
 
 #include "test_support.hpp"
 
@@ -174,4 +176,19 @@ TEST_CASE("an output whose temporary is cut short by another process is never re
     CHECK_THROWS_WITH_AS(out.commit(), doctest::Contains("shrank"), ooc::Error);
   }
   CHECK(dir.entries() == 0);
+}
+
+TEST_CASE("data a hand-made header leaves unaligned is not handed out as a typed view") {
+  ScratchDir dir;
+  // numpy reads this file (header of 119 bytes: the data starts at offset 129).
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+  header += std::string(118 - header.size(), ' ') + "\n";
+  std::string file = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+  const double values[2] = {1.5, 2.0};
+  file.append(reinterpret_cast<const char*>(values), sizeof values);
+  std::ofstream(dir.file("odd.npy"), std::ios::binary) << file;
+  const ooc::MappedArray a = ooc::map_file(dir.file("odd.npy"));
+  CHECK(a.info().data_offset == 129);
+  CHECK_THROWS_WITH_AS(a.values<double>(), doctest::Contains("not aligned for float64"), ooc::UsageError);
+  CHECK(ooc::reduce(a, ooc::kernels::Sum{}).as<double>() == 3.5);  // the pipeline copies
 }

@@ -42,6 +42,11 @@ namespace ooc {
 
 namespace detail {
 
+/// True if `p` may be read as a T (an Eigen map of T needs T's alignment).
+template <class T> bool is_aligned_for(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0;
+}
+
 /// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
 std::byte* scratch(int slot, std::size_t bytes);
 
@@ -52,7 +57,9 @@ template <class C, class F>
 void visit_values_as(const MappedArray& array, const Tile& tile, F&& f) {
   const std::byte* base = array.bytes().data();
   const std::size_t item = static_cast<std::size_t>(array.dtype().itemsize());
-  const bool direct = array.dtype() == dtype_of<C>;
+  // Mapped in place only when aligned for C: a hand-made header can put the data at
+  // any offset, and numpy reads such files too.
+  const bool direct = array.dtype() == dtype_of<C> && is_aligned_for<C>(base);
   C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
@@ -132,7 +139,7 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
   streams.add_output(out);
   std::byte* out_base = out.writable_bytes().data();
   const DType out_dtype = out.dtype();
-  const bool out_direct = out_dtype == dtype_of<C>;
+  const bool out_direct = out_dtype == dtype_of<C> && detail::is_aligned_for<C>(out_base);
   const std::size_t out_item = static_cast<std::size_t>(out_dtype.itemsize());
   struct Done {};
   try {

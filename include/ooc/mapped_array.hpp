@@ -62,8 +62,9 @@ class MappedArray {
   void bytes() const&& = delete;
   void writable_bytes() && = delete;
 
-  /// All elements as an Eigen array in memory order; T must be the array's element type
-  /// and the array must be in native byte order.
+  /// All elements as an Eigen array in memory order; T must be the array's element type,
+  /// the array must be in native byte order, and its data aligned for T (np.save's files
+  /// always are; a hand-made header may put the data anywhere).
   template <class T> ConstArrayMap<T> values() const& {
     check_view_type(dtype_of<T>);
     return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), size());

@@ -32,7 +32,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import npy_bytes  # noqa: E402
+from ooctest import mount_small_tmpfs, npy_bytes  # noqa: E402
 
 OOCRUN = os.environ.get("OOCRUN") or os.path.join(os.environ.get("OOC_BUILD_DIR", "build"), "oocrun")
 TIMEOUT = 120
@@ -109,6 +109,14 @@ class Case(unittest.TestCase):
         for word in CRASH_WORDS:
             self.assertNotIn(word, err)
         return p.returncode, out, err
+
+    def assert_refused(self, args, words):
+        """oocrun `args` fails with exit 1 and one line saying `words`."""
+        p = self.run_ooc(*args)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn(words, p.stderr)
+        return p.stderr
 
     def last_line(self, err):
         lines = [l for l in err.splitlines() if not l.startswith("progress: ")]
@@ -287,14 +295,11 @@ class JournalConflictTest(Case):
             self.stopped = f.read()
 
     def refused(self, *args):
-        p = self.run_ooc(*args)
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
-        self.assertIn("finish it by running `oocrun apply add-one --in-place a.npy` again", p.stderr)
+        err = self.assert_refused(args, "finish it by running `oocrun apply add-one --in-place a.npy` again")
         with open(self.path("a.npy"), "rb") as f:
             self.assertTrue(f.read() == self.stopped, "a refused command changed the array")
         self.assertEqual(leftovers(self.dir), ["a.npy.ooc-journal"])
-        return p.stderr
+        return err
 
     def test_another_in_place_command_is_refused_with_the_command_that_finishes_the_first(self):
         err = self.refused("apply", "add:2", "a.npy", "--in-place")
@@ -347,28 +352,9 @@ class ShrinkTest(Case):
 # 4. Full disk
 
 class FullDiskTest(Case):
-    def small_mount(self):
-        if os.geteuid() != 0 or not shutil.which("mount"):
-            self.skipTest("needs root to mount a small tmpfs")
-        mnt = self.path("small")
-        os.mkdir(mnt)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], capture_output=True)
-        if r.returncode != 0:
-            self.skipTest(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-        self.addCleanup(subprocess.run, ["umount", mnt], capture_output=True)
-        return mnt
-
-    def test_an_output_too_big_for_the_disk_is_refused_naming_both_sizes(self):
-        mnt = self.small_mount()
-        self.save("big.npy", np.zeros(512 * 1024, dtype="<f8"))  # 4 MiB into 1 MiB
-        p = self.run_ooc("apply", "add-one", "big.npy", "-o", "small/out.npy")
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertRegex(p.stderr, r"^oocrun: small/out\.npy: not enough disk space: needs 4\.19 MB "
-                                   r"\(4194432 bytes\), \d+(\.\d\d [kM]B \(\d+ bytes\)| bytes) free\n$")
-        self.assertEqual(os.listdir(mnt), [])
-
+    # An output too big for the disk: test_cli_errors.OutputErrorTest.test_output_filesystem_full.
     def test_an_in_place_journal_too_big_for_the_disk_is_refused_before_any_work(self):
-        mnt = self.small_mount()
+        mnt = mount_small_tmpfs(self, self.path("small"))
         a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 4 slots of 256 KiB
         np.save(os.path.join(mnt, "a.npy"), a)
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
@@ -416,12 +402,8 @@ class ConcurrencyTest(Case):
         a = np.random.default_rng(10).standard_normal(1 << 20)
         self.save("a.npy", a)
         first = self.start_paused("apply", "add-one", "a.npy", "--in-place", "--tile-bytes", "64K", "--threads", "2")
-        p = self.run_ooc("apply", "add-one", "a.npy", "--in-place")
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertIn("a.npy: is in use by another run", p.stderr)
-        p = self.run_ooc("reduce", "sum", "a.npy")
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertIn("a.npy: is being rewritten in place by another run", p.stderr)
+        self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
+        self.assert_refused(["reduce", "sum", "a.npy"], "a.npy: is being rewritten in place by another run")
         rc, _, err = self.finish(first)
         self.assertEqual(rc, 0, err)
         with open(self.path("a.npy"), "rb") as f:
@@ -431,9 +413,7 @@ class ConcurrencyTest(Case):
         a = np.random.default_rng(11).standard_normal(1 << 20)
         self.save("a.npy", a)
         reader = self.start_paused("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1")
-        p = self.run_ooc("apply", "add-one", "a.npy", "--in-place")
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertIn("a.npy: is in use by another run", p.stderr)
+        self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
         self.assertEqual(leftovers(self.dir), [])
         rc, out, err = self.finish(reader)
         self.assertEqual(rc, 0, err)

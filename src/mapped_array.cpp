@@ -5,6 +5,7 @@
 #include "mapped_array_access.hpp"
 #include "os/direct_io.hpp"
 #include "os/file.hpp"
+#include "os/shrink_watch.hpp"
 #include "tile_reader.hpp"
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -47,6 +48,7 @@ struct MappedArray::Impl {
   bip::mapped_region region;  // empty when the array holds no bytes or is not mapped
   std::byte* data = nullptr;
   std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
+  os::ShrinkWatch watch;  // declared after region: stops watching before the unmap
   // An output not yet committed: `publish` gives it its final name once the data is
   // durable; `discard` removes every trace of it if that never happens.
   std::function<void()> publish;
@@ -54,6 +56,7 @@ struct MappedArray::Impl {
 
   ~Impl() {
     if (discard) {
+      watch = os::ShrinkWatch();
       region = bip::mapped_region();
       fd = os::UniqueFd();
       try {
@@ -103,6 +106,7 @@ struct MappedArray::Impl {
       throw Error(path, std::string("cannot map the data: ") + e.what());
     }
     data = static_cast<std::byte*>(region.get_address());
+    watch = os::ShrinkWatch(data, static_cast<std::size_t>(bytes), writable);
   }
 };
 
@@ -116,6 +120,13 @@ const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
 bool MappedArray::mapped() const { return impl_->reader == nullptr; }
 bool MappedArray::pending() const { return static_cast<bool>(impl_->publish); }
+bool MappedArray::shrank() const { return impl_->watch.shrank(); }
+
+void MappedArray::check_intact() const {
+  if (shrank())
+    throw Error(impl_->path, std::string("file shrank while being ") + (impl_->writable ? "written" : "read") +
+                                 " (truncated by another process)");
+}
 
 std::span<const std::byte> MappedArray::bytes() const& {
   if (impl_->reader)
@@ -134,11 +145,15 @@ void MappedArray::check_view_type(DType wanted) const {
   if (!dtype().is_native())
     throw UsageError(path(), "array is in non-native byte order (" + dtype().descr() +
                                  "); read it through the pipeline, which converts");
+  if (reinterpret_cast<std::uintptr_t>(impl_->data) % static_cast<std::uintptr_t>(wanted.itemsize()) != 0)
+    throw UsageError(path(), "data at offset " + std::to_string(info().data_offset) + " is not aligned for " +
+                                 wanted.name() + "; read it through the pipeline, which copies");
 }
 
 void MappedArray::commit() {
   Impl& m = *impl_;
   if (!m.writable) return;
+  check_intact();  // zeros stand where the file's bytes were: nothing of it may be kept
   if (m.region.get_size() > 0 && !m.region.flush(0, 0, /*async=*/false))
     throw Error(m.path, "flushing the mapped data failed");
   os::sync_file(m.fd.get(), m.path);
@@ -368,6 +383,14 @@ std::byte* MappedArrayAccess::writable_data(const MappedArray& array) { return a
 double MappedArrayAccess::cached_fraction(const MappedArray& array) {
   const MappedArray::Impl& m = *array.impl_;
   return m.data ? os::cached_fraction(m.data, static_cast<std::size_t>(m.info.nbytes())) : 1.0;
+}
+
+void MappedArrayAccess::sync(const MappedArray& array, std::int64_t begin, std::int64_t end) {
+  const MappedArray::Impl& m = *array.impl_;
+  if (!m.writable || m.data == nullptr || end <= begin) return;
+  const std::size_t item = static_cast<std::size_t>(m.info.dtype.itemsize());
+  os::sync_range(m.data + static_cast<std::size_t>(begin) * item, static_cast<std::size_t>(end - begin) * item,
+                 m.path);
 }
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {

@@ -1,6 +1,6 @@
 #pragma once
-// What the pipeline needs of a MappedArray beyond its public face: page advice over
-// element ranges, and the file descriptor for write-back.
+// What the pipeline and the in-place journal need of a MappedArray beyond its public
+// face: page advice over element ranges, write-back and syncing, the file descriptor.
 
 #include "ooc/mapped_array.hpp"
 #include "os/file.hpp"
@@ -21,8 +21,8 @@ class MappedArrayAccess {
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
   /// The reader of an array that is not mapped.
   static TileReader* reader(const MappedArray& array);
-  /// The array's file descriptor, and the same file opened again with O_DIRECT (nothing
-  /// where the file system does not allow it).
+  /// The descriptor the array was opened and mapped from (locks, identity, fsync), and
+  /// the same file opened again with O_DIRECT (nothing where the file system refuses).
   static int fd(const MappedArray& array);
   static std::optional<os::UniqueFd> reopen_direct(const MappedArray& array, bool writable);
   /// The mapped bytes of a writable array (no check: the pipeline checked it).
@@ -31,6 +31,8 @@ class MappedArrayAccess {
   static double cached_fraction(const MappedArray& array);
   /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
+  /// Writes the elements [begin, end) of a writable array to disk and waits.
+  static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
 };
 
 }  // namespace ooc::detail

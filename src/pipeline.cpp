@@ -12,11 +12,6 @@
 
 namespace ooc::detail {
 
-std::size_t tokens(const PipelineOptions& options) {
-  return static_cast<std::size_t>(resolve_threads(options.threads)) *
-         static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
-}
-
 namespace {
 
 // New outputs smaller than this are written through the mapping: O_DIRECT pays off on
@@ -88,8 +83,11 @@ struct Streams::Impl {
 };
 
 Streams::Streams(const TilePlan& plan, const PipelineOptions& options)
-    : impl_(new Impl{plan, tokens(options), static_cast<std::size_t>(std::max(0, options.prefetch)),
-                     options.populate, options.io, {}}) {}
+    : impl_(new Impl{plan, tokens_in_flight(options), static_cast<std::size_t>(std::max(0, options.prefetch)),
+                     options.populate, options.io, {},
+                     // A resumed run starts at first_tile: nothing before it is advised or released.
+                     std::min(options.first_tile, plan.size()),
+                     plan.size() > options.first_tile ? plan[options.first_tile].begin : plan.elements()}) {}
 
 Streams::~Streams() = default;
 
@@ -160,6 +158,10 @@ void Streams::acquire(const Tile& tile) {
   }
 }
 
+void Streams::check_intact() const {
+  for (const auto& s : impl_->streams) s->array->check_intact();
+}
+
 void Streams::release(std::size_t index) {
   Impl& m = *impl_;
   const Tile tile = m.plan[index];
@@ -182,6 +184,11 @@ void Streams::finish() {
 
 int resolve_threads(int requested) {
   return requested > 0 ? requested : oneapi::tbb::info::default_concurrency();
+}
+
+std::size_t tokens_in_flight(const PipelineOptions& options) {
+  return static_cast<std::size_t>(resolve_threads(options.threads)) *
+         static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
 }
 
 void run_in_arena(int threads, const std::function<void()>& fn) {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -277,4 +278,26 @@ TEST_CASE("in place is refused when numpy's same_kind rule would refuse it") {
                        ooc::UsageError);
   ooc::kernels::ElementwiseOp::parse("add:300").apply(a, a);
   CHECK(a.values<std::int32_t>()(1) == 302);
+}
+
+TEST_CASE("a reduction over a file that shrank under it fails instead of answering") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("a.npy"), normal_values(200000, 5));
+  std::filesystem::resize_file(dir.file("a.npy"), 64 * 1024);
+  for (int threads : {1, 2, 7}) {
+    CHECK_THROWS_WITH_AS(ooc::reduce(a, ooc::kernels::Sum{}, with(threads, 64 * 1024)),
+                         doctest::Contains("a.npy: file shrank while being read"), ooc::Error);
+  }
+}
+
+TEST_CASE("a transform from a file that shrank under it fails and leaves no output") {
+  ScratchDir dir;
+  const auto in = make_array(dir.file("in.npy"), normal_values(200000, 6));
+  std::filesystem::resize_file(dir.file("in.npy"), 64 * 1024);
+  {
+    ooc::MappedArray out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<double>, in.shape());
+    CHECK_THROWS_WITH_AS(ooc::transform_as<double>(in, out, [](const auto& x) { return x + 1; }, with(2, 64 * 1024)),
+                         doctest::Contains("in.npy: file shrank while being read"), ooc::Error);
+  }
+  CHECK(dir.entries() == 1);  // the input only
 }

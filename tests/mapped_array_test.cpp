@@ -1,9 +1,12 @@
 #include "ooc/mapped_array.hpp"
+#include "ooc/kernel.hpp"
+#include "ooc/kernels/reductions.hpp"
 
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -145,4 +148,47 @@ TEST_CASE("a file shorter than its header promises is refused with both sizes") 
   std::filesystem::resize_file(dir.file("a.npy"), 128 + 7992);
   CHECK_THROWS_WITH_AS(ooc::map_file(dir.file("a.npy")),
                        doctest::Contains("header says 8000 bytes of data, file holds 7992"), ooc::Error);
+}
+
+TEST_CASE("an array whose file shrank reads zeros past the cut, says so, and refuses to commit") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.npy");
+  write_iota(path, 100000);
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  CHECK_FALSE(a.shrank());
+  a.check_intact();
+  std::filesystem::resize_file(path, 4096);  // as another process's truncate would
+  const auto v = a.values<double>();
+  CHECK(v(99999) == 0.0);  // no SIGBUS: zeros
+  CHECK(a.shrank());
+  CHECK_THROWS_WITH_AS(a.check_intact(), doctest::Contains("a.npy: file shrank while being written"), ooc::Error);
+  CHECK_THROWS_WITH_AS(a.commit(), doctest::Contains("shrank"), ooc::Error);
+}
+
+TEST_CASE("an output whose temporary is cut short by another process is never renamed into place") {
+  ScratchDir dir;
+  const std::string path = dir.file("out.npy");
+  {
+    ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, {100000});
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) std::filesystem::resize_file(entry, 0);
+    out.writable_values<double>().setConstant(1.0);
+    CHECK(out.shrank());
+    CHECK_THROWS_WITH_AS(out.commit(), doctest::Contains("shrank"), ooc::Error);
+  }
+  CHECK(dir.entries() == 0);
+}
+
+TEST_CASE("data a hand-made header leaves unaligned is not handed out as a typed view") {
+  ScratchDir dir;
+  // numpy reads this file (header of 119 bytes: the data starts at offset 129).
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+  header += std::string(118 - header.size(), ' ') + "\n";
+  std::string file = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+  const double values[2] = {1.5, 2.0};
+  file.append(reinterpret_cast<const char*>(values), sizeof values);
+  std::ofstream(dir.file("odd.npy"), std::ios::binary) << file;
+  const ooc::MappedArray a = ooc::map_file(dir.file("odd.npy"));
+  CHECK(a.info().data_offset == 129);
+  CHECK_THROWS_WITH_AS(a.values<double>(), doctest::Contains("not aligned for float64"), ooc::UsageError);
+  CHECK(ooc::reduce(a, ooc::kernels::Sum{}).as<double>() == 3.5);  // the pipeline copies
 }

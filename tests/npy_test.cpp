@@ -2,11 +2,15 @@
 // byte against numpy 1.24, and the strict header reader.
 
 #include "format/npy.hpp"
+#include "fuzz/npy_header_check.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <string>
@@ -521,4 +525,17 @@ TEST_CASE("a 0-d header with no data after it is refused") {
 TEST_CASE("FormatError messages name the problem, not a file") {
   const std::string message = error_of("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), 'x': 1}");
   CHECK(message == "header has an unexpected key 'x'");
+}
+
+TEST_CASE("every file of the fuzzer's corpus is refused cleanly or round-trips through make_header") {
+  // tests/fuzz/npy_header/ holds the seeds and every input the fuzzer ever crashed on.
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(OOC_NPY_FUZZ_CORPUS)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CAPTURE(entry.path().filename().string());
+    CHECK_NOTHROW(ooc::fuzz::check_npy_header(std::as_bytes(std::span(bytes))));
+    ++files;
+  }
+  CHECK(files >= 19);
 }

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -182,4 +183,85 @@ TEST_CASE("the memory limit is at most the physical memory, and cached_fraction 
   CHECK(ooc::os::memory_limit() <= static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * ooc::os::page_size());
   std::vector<char> touched(1 << 20, 1);
   CHECK(ooc::os::cached_fraction(touched.data(), touched.size()) == doctest::Approx(1.0));
+}
+
+TEST_CASE("an exclusive lock keeps out every other holder, and closing the descriptor frees it") {
+  ScratchDir dir;
+  std::ofstream(dir.file("f")) << "abc";
+  // Exclusive locks need descriptors open for writing.
+  auto first = ooc::os::open_existing(dir.file("f"), true);
+  const auto second = ooc::os::open_existing(dir.file("f"), true);
+  CHECK(ooc::os::try_lock(first.get(), true, "f"));
+  CHECK_FALSE(ooc::os::try_lock(second.get(), false, "f"));
+  CHECK_FALSE(ooc::os::try_lock(second.get(), true, "f"));
+  first = ooc::os::UniqueFd();
+  CHECK(ooc::os::try_lock(second.get(), false, "f"));
+  const auto third = ooc::os::open_existing(dir.file("f"), true);
+  CHECK(ooc::os::try_lock(third.get(), false, "f"));        // shared locks share
+  CHECK_FALSE(ooc::os::try_lock(third.get(), true, "f"));   // but keep out an exclusive one
+}
+
+TEST_CASE("our locks and HDF5's flock() locks do not meet") {
+  ScratchDir dir;
+  std::ofstream(dir.file("f")) << "abc";
+  const auto ours = ooc::os::open_existing(dir.file("f"), false);
+  CHECK(ooc::os::try_lock(ours.get(), false, "f"));
+  const auto theirs = ooc::os::open_existing(dir.file("f"), true);
+  CHECK(::flock(theirs.get(), LOCK_EX | LOCK_NB) == 0);
+}
+
+TEST_CASE("file_id tells two files apart and knows a hard link for the same file") {
+  ScratchDir dir;
+  std::ofstream(dir.file("a")) << "a";
+  std::ofstream(dir.file("b")) << "b";
+  std::filesystem::create_hard_link(dir.file("a"), dir.file("a2"));
+  const auto a = ooc::os::open_existing(dir.file("a"), false);
+  const auto a2 = ooc::os::open_existing(dir.file("a2"), false);
+  const auto b = ooc::os::open_existing(dir.file("b"), false);
+  CHECK(ooc::os::file_id(a.get(), "a") == ooc::os::file_id(a2.get(), "a2"));
+  CHECK_FALSE(ooc::os::file_id(a.get(), "a") == ooc::os::file_id(b.get(), "b"));
+}
+
+TEST_CASE("remove_file removes, and a file already gone is no error") {
+  ScratchDir dir;
+  std::ofstream(dir.file("f")) << "x";
+  ooc::os::remove_file(dir.file("f"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("f")));
+  ooc::os::remove_file(dir.file("f"));
+  CHECK_THROWS_AS(ooc::os::remove_file(dir.path()), ooc::Error);  // a directory is not unlinked
+}
+
+TEST_CASE("size_text gives a decimal size a person reads and the exact byte count") {
+  CHECK(ooc::os::size_text(0) == "0 bytes");
+  CHECK(ooc::os::size_text(999) == "999 bytes");
+  CHECK(ooc::os::size_text(4194432) == "4.19 MB (4194432 bytes)");
+  CHECK(ooc::os::size_text(1048576) == "1.05 MB (1048576 bytes)");
+  CHECK(ooc::os::size_text(300ull << 30) == "322.12 GB (322122547200 bytes)");
+}
+
+TEST_CASE("sync_data and sync_range make written data durable without error") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
+  const std::size_t page = ooc::os::page_size();
+  ooc::os::preallocate(fd.get(), 3 * page, "out.npy");
+  void* p = ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  REQUIRE(p != MAP_FAILED);
+  static_cast<char*>(p)[page + 7] = 'x';
+  ooc::os::sync_range(static_cast<char*>(p) + page + 3, 10, "out.npy");  // widened to its page
+  ooc::os::sync_range(p, 0, "out.npy");
+  char back = 0;
+  CHECK(ooc::os::read_at(fd.get(), &back, 1, page + 7, "out.npy") == 1);
+  CHECK(back == 'x');
+  ooc::os::sync_data(fd.get(), "out.npy");
+  ::munmap(p, 3 * page);
+  CHECK_THROWS_WITH_AS(ooc::os::sync_data(-1, "out.npy"), doctest::Contains("out.npy: fdatasync failed"), ooc::Error);
+}
+
+TEST_CASE("a full disk names the bytes needed and the bytes free") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
+  CHECK_THROWS_WITH_AS(ooc::os::preallocate(fd.get(), 1ull << 62, "out.npy"),
+                       doctest::Contains("(4611686018427387904 bytes)"), ooc::Error);
 }

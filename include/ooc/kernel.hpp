@@ -42,6 +42,11 @@ namespace ooc {
 
 namespace detail {
 
+/// True if `p` may be read as a T (an Eigen map of T needs T's alignment).
+template <class T> bool is_aligned_for(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0;
+}
+
 /// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
 std::byte* scratch(int slot, std::size_t bytes);
 
@@ -51,7 +56,9 @@ std::byte* scratch(int slot, std::size_t bytes);
 template <class C, class F>
 void visit_values_as(const std::byte* data, DType dtype, const Tile& tile, F&& f) {
   const std::size_t item = static_cast<std::size_t>(dtype.itemsize());
-  const bool direct = dtype == dtype_of<C>;
+  // Used in place only when aligned for C: a hand-made header can put the data at any
+  // offset, and numpy reads such files too.
+  const bool direct = dtype == dtype_of<C> && is_aligned_for<C>(data);
   C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
@@ -131,7 +138,7 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
   streams.add_output(out);
   out.writable_bytes();  // throws for a read-only output
   const DType out_dtype = out.dtype();
-  const bool out_direct = out_dtype == dtype_of<C>;
+  const bool out_native = out_dtype == dtype_of<C>;
   const std::size_t out_item = static_cast<std::size_t>(out_dtype.itemsize());
   struct Done {};
   try {
@@ -139,6 +146,7 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
         plan, streams, options,
         [&](const Tile& tile) {
           std::byte* out_tile = streams.output(out, tile);
+          const bool out_direct = out_native && detail::is_aligned_for<C>(out_tile);
           detail::visit_values_as<C>(streams.input(in, tile), in.dtype(), tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
             std::byte* dst = out_tile + static_cast<std::size_t>(piece.begin - tile.begin) * out_item;
             if (out_direct) {

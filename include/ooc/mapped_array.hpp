@@ -68,8 +68,9 @@ class MappedArray {
   void bytes() const&& = delete;
   void writable_bytes() && = delete;
 
-  /// All elements as an Eigen array in memory order; T must be the array's element type
-  /// and the array must be in native byte order.
+  /// All elements as an Eigen array in memory order; T must be the array's element type,
+  /// the array must be in native byte order, and its data aligned for T (np.save's files
+  /// always are; a hand-made header may put the data anywhere).
   template <class T> ConstArrayMap<T> values() const& {
     check_view_type(dtype_of<T>);
     return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), size());
@@ -82,13 +83,20 @@ class MappedArray {
   template <class T> void values() const&& = delete;
   template <class T> void writable_values() && = delete;
 
-  /// Makes the data durable. For an array from create_npy: flushes, fsyncs and renames
+  /// Makes the data durable. Throws if the file shrank under the mapping. For an array
+  /// from create_npy: flushes, fsyncs and renames
   /// the temporary file to its final name; until then the final name is untouched, and
   /// an array destroyed without commit() removes its temporary file. For a read-write
   /// mapping: flushes and fsyncs. For a read-only mapping: nothing.
   void commit();
   /// True for an output from create_npy that has not been committed yet.
   bool pending() const;
+  /// True once a read or write through the mapping found the file shorter than the
+  /// array (another process truncated it): the rest of the mapping then reads as zeros
+  /// instead of raising SIGBUS. commit() refuses such an array, and so does every run.
+  bool shrank() const;
+  /// Throws ooc::Error ("file shrank while being read") if shrank().
+  void check_intact() const;
 
  private:
   struct Impl;

@@ -3,6 +3,7 @@
 
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
+#include "ooc/journal.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/pipeline.hpp"

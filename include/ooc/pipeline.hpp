@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,18 @@ struct Progress {
   std::size_t tiles = 0;
   std::int64_t elements_done = 0;
   std::int64_t elements = 0;
+  std::int64_t elements_before = 0;  ///< done before this run started (a resumed run)
+};
+
+/// Hooks for a run whose output must survive a crash (ooc::InPlaceJournal is one).
+class TileJournal {
+ public:
+  virtual ~TileJournal() = default;
+  /// Kernel stage, on the tile's thread, before its kernel may write anything.
+  virtual void before_write(const Tile& tile) = 0;
+  /// Commit stage, in tile order, once the tile is committed and nothing behind it can
+  /// still fail the run.
+  virtual void after_commit(const Tile& tile) = 0;
 };
 
 /// How tiles' bytes move between files and kernels.
@@ -45,12 +58,13 @@ struct PipelineOptions {
   /// When set (from a signal handler, say), the run stops handing out tiles and throws
   /// ooc::Cancelled from the next commit; outputs are not committed.
   const std::atomic<bool>* cancel = nullptr;
+  /// Tiles before this one are already done (a resumed run); they are not run again.
+  std::size_t first_tile = 0;
+  /// Told before each tile is written and after it is committed.
+  TileJournal* journal = nullptr;
 };
 
 namespace detail {
-
-/// Tiles in flight at once for these options.
-std::size_t tokens(const PipelineOptions& options);
 
 /// The arrays a run streams through, and where each tile's bytes are. Mapped arrays:
 /// pages of the tiles ahead are requested before the kernels need them, pages behind the
@@ -76,6 +90,9 @@ class Streams {
   const std::byte* input(const MappedArray& array, const Tile& tile) const;
   /// Where the kernel writes `array`'s elements from tile.begin on.
   std::byte* output(const MappedArray& array, const Tile& tile) const;
+  /// Serial commit stage, before anything of a tile is committed: throws ooc::Error if a
+  /// file behind one of the arrays shrank while the tiles so far were read or written.
+  void check_intact() const;
   /// Serial commit stage, after tile `index` is merged: direct writes, page release.
   void release(std::size_t index);
   /// After the last tile: what direct writers still hold.
@@ -89,6 +106,10 @@ class Streams {
 /// The thread count a run uses for `requested` (0: every core).
 int resolve_threads(int requested);
 
+/// How many tiles a run with these options has in flight at most: tile i + tokens does
+/// not start before tile i has left the commit stage.
+std::size_t tokens_in_flight(const PipelineOptions& options);
+
 /// Runs fn inside a TBB arena of `threads` threads (allowing more than the cores).
 void run_in_arena(int threads, const std::function<void()>& fn);
 
@@ -101,17 +122,19 @@ template <class Kernel, class Commit>
 void run_pipeline(const TilePlan& plan, detail::Streams& streams, const PipelineOptions& options,
                   Kernel&& kernel, Commit&& commit) {
   using Result = std::invoke_result_t<Kernel&, const Tile&>;
-  struct InFlight {
-    Tile tile;
-    Result result;
-  };
-  if (plan.empty()) return;
+  if (plan.size() <= options.first_tile) return;
   const int threads = detail::resolve_threads(options.threads);
-  const std::size_t tokens = detail::tokens(options);
+  const std::size_t tokens = detail::tokens_in_flight(options);
+  // Only tile numbers travel between the stages (TBB allocates larger tokens on the heap
+  // and drops them, unfreed, when a run is cancelled). A kernel's result waits in the
+  // slot of its tile: tile i + tokens starts only after tile i has left the commit stage.
+  std::vector<std::optional<Result>> results(tokens);
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();
-  std::size_t next = 0;
+  progress.tiles_done = options.first_tile;
+  progress.elements_done = progress.elements_before = plan[options.first_tile].begin;
+  std::size_t next = options.first_tile;
   auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
   auto throw_cancelled = [&] {
     throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
@@ -122,28 +145,36 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
     namespace tbb = oneapi::tbb;
     tbb::parallel_pipeline(
         tokens,
-        tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
-                                     [&](tbb::flow_control& control) -> Tile {
-                                       if (next == plan.size() || cancelled()) {
-                                         control.stop();
-                                         return {};
-                                       }
-                                       streams.prefetch(next);
-                                       return plan[next++];
-                                     }) &
-            tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
+        tbb::make_filter<void, std::size_t>(tbb::filter_mode::serial_in_order,
+                                            [&](tbb::flow_control& control) -> std::size_t {
+                                              if (next == plan.size() || cancelled()) {
+                                                control.stop();
+                                                return 0;
+                                              }
+                                              streams.prefetch(next);
+                                              return next++;
+                                            }) &
+            tbb::make_filter<std::size_t, std::size_t>(
                 tbb::filter_mode::parallel,
-                [&](const Tile& tile) {
+                [&](std::size_t index) {
+                  const Tile tile = plan[index];
                   streams.acquire(tile);
-                  return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
+                  if (options.journal != nullptr) options.journal->before_write(tile);
+                  results[index % tokens].emplace(kernel(tile));
+                  return index;
                 }) &
-            tbb::make_filter<std::shared_ptr<InFlight>, void>(
-                tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
+            tbb::make_filter<std::size_t, void>(
+                tbb::filter_mode::serial_in_order, [&](std::size_t index) {
+                  const Tile tile = plan[index];
+                  std::optional<Result>& result = results[index % tokens];
                   if (cancelled()) throw_cancelled();
-                  commit(done->tile, std::move(done->result));
-                  streams.release(done->tile.index);
+                  streams.check_intact();
+                  commit(tile, std::move(*result));
+                  result.reset();
+                  streams.release(index);
+                  if (options.journal != nullptr) options.journal->after_commit(tile);
                   ++progress.tiles_done;
-                  progress.elements_done = done->tile.end;
+                  progress.elements_done = tile.end;
                   if (options.on_progress) options.on_progress(progress);
                 }));
   });

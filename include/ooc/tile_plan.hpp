@@ -40,6 +40,8 @@ class TilePlan {
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
   std::int64_t elements() const { return elements_; }
+  /// Elements in every tile but the last (a whole number of blocks).
+  std::int64_t tile_elements() const { return per_; }
   Tile operator[](std::size_t index) const;
 
  private:

@@ -46,34 +46,91 @@ void report(const Common& common, const std::string& line) {
   if (!common.quiet) std::cerr << "oocrun: " << line << "\n";
 }
 
-// Progress on stderr: redrawn in place on a terminal, a line every 10% otherwise.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Progress on stderr: on a terminal a bar redrawn in place with the percentage, the
+// speed and the time left; otherwise a plain line every 10%. It also remembers how far
+// the run got, for the line printed when a run is interrupted.
 class ProgressReporter {
  public:
-  ProgressReporter(bool enabled, std::uint64_t bytes_per_element)
-      : enabled_(enabled), item_(bytes_per_element), tty_(::isatty(STDERR_FILENO) == 1),
-        start_(std::chrono::steady_clock::now()) {}
+  ProgressReporter() : tty_(::isatty(STDERR_FILENO) == 1) {}
+
+  /// Before a run over `array` with `options` (tile size and first tile settled).
+  void start(bool enabled, const ooc::MappedArray& array, const ooc::PipelineOptions& options) {
+    enabled_ = enabled;
+    item_ = static_cast<std::uint64_t>(array.dtype().itemsize());
+    start_ = std::chrono::steady_clock::now();
+    const ooc::TilePlan plan = ooc::TilePlan::for_array(array, options.tile_bytes);
+    last_ = ooc::Progress{};
+    last_.tiles = plan.size();
+    last_.elements = plan.elements();
+    last_.tiles_done = std::min(options.first_tile, plan.size());
+    last_.elements_done = last_.elements_before = last_.tiles_done < plan.size() ? plan[last_.tiles_done].begin
+                                                                                   : plan.elements();
+  }
 
   void operator()(const ooc::Progress& p) {
+    last_ = p;
     if (!enabled_ || p.elements == 0) return;
     const int percent = static_cast<int>(100 * p.elements_done / p.elements);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double rate = seconds > 0 ? static_cast<double>(p.elements_done) * static_cast<double>(item_) / seconds / 1e9 : 0;
+    const double seconds = seconds_since(start_);
+    // Speed and time left count only this run's work, not tiles a resumed run skipped.
+    const double bytes = static_cast<double>(p.elements_done - p.elements_before) * static_cast<double>(item_);
+    const double rate = seconds > 0 ? bytes / seconds : 0;
+    const double left = static_cast<double>(p.elements - p.elements_done) * static_cast<double>(item_);
+    const std::string eta = rate > 0 ? clock_text(left / rate) : "?";
     if (tty_) {
-      std::fprintf(stderr, "\r[%3d%%] %zu/%zu tiles, %.2f GB/s", percent, p.tiles_done, p.tiles, rate);
-      if (p.tiles_done == p.tiles) std::fprintf(stderr, "\n");
+      constexpr int kWidth = 30;
+      const int filled = percent * kWidth / 100;
+      std::fprintf(stderr, "\r[%s%s] %3d%%  %.2f GB/s  ETA %s ", std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, '.').c_str(), percent, rate / 1e9, eta.c_str());
+      line_open_ = true;
+      if (p.tiles_done == p.tiles) end_line();
     } else if (percent >= next_percent_ || p.tiles_done == p.tiles) {
-      std::fprintf(stderr, "progress: %d%% (%zu/%zu tiles, %.2f GB/s)\n", percent, p.tiles_done, p.tiles, rate);
+      std::fprintf(stderr, "progress: %d%% (%zu/%zu tiles, %.2f GB/s, ETA %s)\n", percent, p.tiles_done, p.tiles,
+                   rate / 1e9, eta.c_str());
       next_percent_ = percent / 10 * 10 + 10;
     }
   }
 
+  /// Ends a bar left open on the terminal, so that the next line starts on its own.
+  void end_line() {
+    if (line_open_) std::fputc('\n', stderr);
+    line_open_ = false;
+  }
+
+  /// "12 of 256 tiles (12.58 MB of 268.44 MB)": how far the run got.
+  std::string done_text() const {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%zu of %zu tiles (%.2f MB of %.2f MB)", last_.tiles_done, last_.tiles,
+                  static_cast<double>(last_.elements_done) * static_cast<double>(item_) / 1e6,
+                  static_cast<double>(last_.elements) * static_cast<double>(item_) / 1e6);
+    return buf;
+  }
+
  private:
-  bool enabled_;
-  std::uint64_t item_;
+  static std::string clock_text(double seconds) {
+    const auto s = static_cast<long long>(seconds + 0.5);
+    char buf[32];
+    if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+    else std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
+    return buf;
+  }
+
   bool tty_;
+  bool enabled_ = false;
+  std::uint64_t item_ = 1;
   std::chrono::steady_clock::time_point start_;
   int next_percent_ = 10;
+  bool line_open_ = false;
+  ooc::Progress last_;
 };
+
+ProgressReporter g_progress;
+// Said after an error line: how to finish an in-place run the error interrupted.
+std::string g_resume_note;
 
 // Ctrl-C, SIGTERM and SIGHUP cancel the run: the pipeline stops at the next tile, an
 // uncommitted output's temporary file is removed, and oocrun exits 128 + the signal.
@@ -112,10 +169,6 @@ ooc::PipelineOptions pipeline_options(const Common& common) {
   options.io = common.io_mode == "mmap" ? ooc::Io::mapped : common.io_mode == "direct" ? ooc::Io::direct
                                                                                     : ooc::Io::automatic;
   return options;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string shape_json(const ooc::Shape& shape) {
@@ -199,10 +252,25 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
   ooc::Shape shape;
   if (in_place) {
     ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
-    ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
-    options.on_progress = std::ref(progress);
-    op.apply(a, a, options);
-    a.commit();
+    // A journal makes the run restartable: a run killed half way is finished, exactly
+    // once per element, by running the same command again.
+    const auto journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
+    if (journal->resumed())
+      report(common, "resuming the interrupted in-place run on " + path + ": " +
+                         std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +
+                         " tiles were done");
+    g_progress.start(common.progress, a, options);
+    options.on_progress = std::ref(g_progress);
+    try {
+      op.apply(a, a, options);
+      a.commit();
+    } catch (...) {
+      g_resume_note = journal->kept() ? "; run the same command again to finish it (progress is kept in " +
+                                            journal->path() + ")"
+                                      : "; the array is unchanged";
+      throw;
+    }
+    journal->finish();
     written = path;
     result_dtype = a.dtype();
     bytes = a.nbytes();
@@ -212,10 +280,11 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
+    ooc::check_not_in_place(a);
     ooc::MappedArray out =
         ooc::create_array(out_path, op.result_dtype(a.dtype()).native(), a.shape(), a.order(), common.overwrite);
-    ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
-    options.on_progress = std::ref(progress);
+    g_progress.start(common.progress, a, options);
+    options.on_progress = std::ref(g_progress);
     op.apply(a, out, options);
     out.commit();
     written = out_path;
@@ -239,8 +308,9 @@ int run_reduce(const Common& common, const std::string& op_name, const std::stri
   const auto op = ooc::kernels::ReduceOp::parse(op_name);
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = ooc::map_file(path);
-  ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
-  options.on_progress = std::ref(progress);
+  ooc::check_not_in_place(a);
+  g_progress.start(common.progress, a, options);
+  options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();
   const ooc::Scalar value = op.run(a, options);
   const double seconds = seconds_since(start);
@@ -326,17 +396,20 @@ int main(int argc, char** argv) {
     if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
     return run_reduce(common, op, path, json);
   } catch (const ooc::Cancelled& e) {
+    g_progress.end_line();
     const int sig = g_signal.load();
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
-    std::string what = path + ": " + name + ": " + one_line(e.problem());
-    if (apply->parsed()) what += in_place ? "; the array is partly modified" : "; no output written";
-    std::cerr << "oocrun: " << what << "\n";
+    std::string what = path + ": " + name + ": cancelled after " + g_progress.done_text();
+    if (apply->parsed()) what += in_place ? g_resume_note : "; no output written";
+    std::cerr << "oocrun: " << one_line(what) << "\n";
     return 128 + sig;
   } catch (const ooc::UsageError& e) {
-    std::cerr << "oocrun: " << one_line(e.what()) << "\n";
+    g_progress.end_line();
+    std::cerr << "oocrun: " << one_line(e.what() + g_resume_note) << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "oocrun: " << one_line(e.what()) << "\n";
+    g_progress.end_line();
+    std::cerr << "oocrun: " << one_line(e.what() + g_resume_note) << "\n";
     return kExitRuntime;
   }
 }

@@ -3,11 +3,13 @@
 #include "ooc/error.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -107,10 +109,10 @@ void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const s
     struct statvfs fs {};
     std::string free_text;
     if (::fstatvfs(fd, &fs) == 0)
-      free_text = ", " + std::to_string(static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize) + " free";
-    throw Error(path, "not enough disk space: needs " + std::to_string(size) + " bytes" + free_text);
+      free_text = ", " + size_text(static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize) + " free";
+    throw Error(path, "not enough disk space: needs " + size_text(size) + free_text);
   }
-  throw Error(path, "cannot reserve " + std::to_string(size) + " bytes: " + errno_text(err));
+  throw Error(path, "cannot reserve " + size_text(size) + ": " + errno_text(err));
 }
 
 void sync_file(int fd, const std::string& path) {
@@ -133,6 +135,47 @@ void rename_file(const std::filesystem::path& from, const std::filesystem::path&
 void start_writeback(int fd, std::uint64_t offset, std::uint64_t size) {
   if (size == 0) return;
   ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(size), SYNC_FILE_RANGE_WRITE);
+}
+
+void sync_data(int fd, const std::string& path) {
+  if (::fdatasync(fd) != 0) throw Error(path, "fdatasync failed: " + errno_text(errno));
+}
+
+void remove_file(const std::filesystem::path& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw Error(path.string(), "cannot remove: " + errno_text(errno));
+}
+
+bool try_lock(int fd, bool exclusive, const std::string& path) {
+  // An open-file-description lock over the whole file: like flock() it belongs to the
+  // open file, not the process, but it is independent of flock(), which the HDF5 library
+  // takes on the same files (a shared lock of ours must not stop HDF5 from opening the
+  // file we read from to write a dataset into it).
+  struct flock whole {};
+  whole.l_type = exclusive ? F_WRLCK : F_RDLCK;
+  whole.l_whence = SEEK_SET;
+  while (::fcntl(fd, F_OFD_SETLK, &whole) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EACCES) return false;
+    throw Error(path, "cannot lock: " + errno_text(errno));
+  }
+  return true;
+}
+
+FileId file_id(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+std::string size_text(std::uint64_t bytes) {
+  char buf[64];
+  const double value = static_cast<double>(bytes);
+  if (bytes < 1000) return std::to_string(bytes) + " bytes";
+  const char* unit = value < 1e6 ? "kB" : value < 1e9 ? "MB" : value < 1e12 ? "GB" : "TB";
+  const double scale = value < 1e6 ? 1e3 : value < 1e9 ? 1e6 : value < 1e12 ? 1e9 : 1e12;
+  std::snprintf(buf, sizeof buf, "%.2f %s (%llu bytes)", value / scale, unit, static_cast<unsigned long long>(bytes));
+  return buf;
 }
 
 }  // namespace ooc::os

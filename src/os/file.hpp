@@ -55,4 +55,26 @@ void rename_file(const std::filesystem::path& from, const std::filesystem::path&
 /// Starts write-back of a byte range without waiting for it (best effort).
 void start_writeback(int fd, std::uint64_t offset, std::uint64_t size);
 
+/// fdatasync: the file's data (and the size) are on disk when it returns.
+void sync_data(int fd, const std::string& path);
+/// Removes a file; a file that is already gone is not an error.
+void remove_file(const std::filesystem::path& path);
+
+/// Takes an advisory lock (an OFD record lock on the whole file) without waiting: shared
+/// (many holders) or exclusive (one; the descriptor must be open for writing). False if
+/// another open file holds a conflicting lock. The lock goes with the open file: closing
+/// it, or the process dying, releases it.
+bool try_lock(int fd, bool exclusive, const std::string& path);
+
+/// Which file a descriptor is open on, as the kernel tells files apart.
+struct FileId {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  bool operator==(const FileId&) const = default;
+};
+FileId file_id(int fd, const std::string& path);
+
+/// "4.19 MB (4194432 bytes)": a size a person reads, with the exact count.
+std::string size_text(std::uint64_t bytes);
+
 }  // namespace ooc::os

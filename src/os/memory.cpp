@@ -1,9 +1,13 @@
 #include "os/memory.hpp"
 
+#include "ooc/error.hpp"
+#include "os/file.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -88,6 +92,16 @@ std::uint64_t memory_limit() {
       limit = std::min(limit, read_number("/sys/fs/cgroup" + path + "/memory.max"));
   }
   return limit;
+}
+
+void sync_range(const void* address, std::size_t size, const std::string& path) {
+  if (size == 0) return;
+  const std::uintptr_t page = page_size();
+  const auto begin = reinterpret_cast<std::uintptr_t>(address);
+  const std::uintptr_t first = begin / page * page;
+  const std::uintptr_t last = (begin + size + page - 1) / page * page;
+  if (::msync(reinterpret_cast<void*>(first), last - first, MS_SYNC) != 0)
+    throw Error(path, "flushing the mapped data failed: " + errno_text(errno));
 }
 
 }  // namespace ooc::os

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ooc::os {
 
@@ -28,5 +29,8 @@ double cached_fraction(const void* address, std::size_t size, int samples = 256)
 /// Memory this process may use: physical memory, or less under a cgroup memory limit
 /// (v1 memory.limit_in_bytes or v2 memory.max).
 std::uint64_t memory_limit();
+/// Writes the dirty pages of a shared file mapping in [address, address + size) to disk
+/// and waits (msync MS_SYNC, widened to whole pages). `path` names the file in errors.
+void sync_range(const void* address, std::size_t size, const std::string& path);
 
 }  // namespace ooc::os

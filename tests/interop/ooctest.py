@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -82,3 +83,16 @@ class TempDir:
 
     def cleanup(self):
         self._dir.cleanup()
+
+
+def mount_small_tmpfs(test, mountpoint, size="1m"):
+    """Mounts a tmpfs of `size` at `mountpoint` (created) for the rest of `test`, or skips
+    the test where mounting is not allowed."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        test.skipTest("needs root to mount a small tmpfs")
+    os.mkdir(mountpoint)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mountpoint], capture_output=True)
+    if r.returncode != 0:
+        test.skipTest(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    test.addCleanup(subprocess.run, ["umount", mountpoint], capture_output=True)
+    return mountpoint

@@ -21,11 +21,15 @@ import signal
 import stat
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import mount_small_tmpfs  # noqa: E402
 
 RUN_TIMEOUT = 60      # seconds; every case here takes milliseconds
 HANG_TIMEOUT = 3      # for inputs that could block open() (a FIFO)
@@ -623,18 +627,13 @@ class OutputErrorTest(CliCase):
 
     def test_output_filesystem_full(self):
         """Running out of disk is an error before work starts, with nothing left behind."""
-        if os.geteuid() != 0 or not shutil.which("mount"):
-            self.skipTest("needs root to mount a small tmpfs")
-        mnt = self.path("small")
-        os.mkdir(mnt)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], capture_output=True)
-        if r.returncode != 0:
-            self.skipTest(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-        self.addCleanup(subprocess.run, ["umount", mnt], capture_output=True)
+        mnt = mount_small_tmpfs(self, self.path("small"))
         big = self.save("big.npy", np.zeros(512 * 1024, dtype="<f8"))  # 4 MiB into 1 MiB
         out = os.path.join("small", "out.npy")
-        self.assert_clean_failure(["apply", "add-one", big, "-o", out], 1, names=[out], words=["disk space"],
-                                  watch=[mnt])
+        # The sizes: header and data needed, and what the tmpfs has free.
+        line = self.assert_clean_failure(["apply", "add-one", big, "-o", out], 1, names=[out],
+                                         words=["disk space", "needs 4.19 MB (4194432 bytes)", "free"], watch=[mnt])
+        self.assertRegex(line, r", \d+(\.\d\d [kM]B \(\d+ bytes\)| bytes) free$")
 
     def test_newline_in_file_name_keeps_the_error_on_one_line(self):
         self.assert_clean_failure(["info", "a\nb.npy"], 1, words=["no such file"])

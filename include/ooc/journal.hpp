@@ -1,0 +1,75 @@
+#pragma once
+/// InPlaceJournal: a run that rewrites an array in place, made restartable after a
+/// crash, a kill -9 or a power cut, so that every tile is applied exactly once.
+
+#include "ooc/mapped_array.hpp"
+#include "ooc/pipeline.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ooc {
+
+/// A journal beside an array being rewritten in place, ARRAY.ooc-journal. Before a
+/// tile's kernel may write, the tile's original bytes are saved in the journal and
+/// fsynced; once the tile is committed and flushed to disk, the journal records that
+/// tiles up to it are done. Opening the journal again for the same command puts back the
+/// original bytes of the tiles that may have been partly written (those saved but not
+/// recorded done) and resumes after the last done tile, so a non-idempotent operation
+/// (add-one) is applied to every element exactly once however often the run is stopped.
+///
+///   MappedArray a = map_file(path, Access::read_write);
+///   auto journal = InPlaceJournal::open(a, "oocrun apply add-one --in-place", options);
+///   transform(a, a, fn, options);   // options resume where a stopped run left off
+///   a.commit();
+///   journal->finish();              // removes the journal
+class InPlaceJournal final : public TileJournal {
+ public:
+  /// Starts, or resumes, the run `command` on `array` (mapped read-write) and points
+  /// `options` at the journal: options.journal, options.first_tile, and the tile size of
+  /// the run that started it. Takes an exclusive lock on the array for as long as it is
+  /// mapped. Throws ooc::Error when another run holds the array, when the disk has no room
+  /// for the journal, or when the array has a journal for another command (the message
+  /// says which command finishes that one).
+  static std::unique_ptr<InPlaceJournal> open(MappedArray& array, const std::string& command,
+                                              PipelineOptions& options);
+  InPlaceJournal(const InPlaceJournal&) = delete;
+  InPlaceJournal& operator=(const InPlaceJournal&) = delete;
+  /// Removes the journal if no tile was written yet (the array is as it was); otherwise
+  /// leaves it for the next run of the same command.
+  ~InPlaceJournal() override;
+
+  /// ARRAY.ooc-journal.
+  const std::string& path() const;
+  /// True when a journal from an earlier run was found and its partly written tiles put back.
+  bool resumed() const;
+  /// Tiles done by earlier runs, of tiles() in all.
+  std::size_t tiles_done_before() const;
+  std::size_t tiles() const;
+  /// True when the journal stays after this object: tiles were written, or done before.
+  bool kept() const;
+
+  void before_write(const Tile& tile) override;
+  void after_commit(const Tile& tile) override;
+  /// Removes the journal; call it after array.commit().
+  void finish();
+
+ private:
+  struct Impl;
+  explicit InPlaceJournal(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Refuses to read an array that has an unfinished in-place run's journal beside it
+/// (its data is partly rewritten) or that a run is rewriting in place right now: throws
+/// ooc::Error saying which command finishes it. Otherwise takes a shared lock on the
+/// file for as long as `array` is mapped, so that no in-place run starts under the reader.
+void check_not_in_place(const MappedArray& array);
+
+/// The journal's path for an array at `array_path`: ARRAY.ooc-journal, or for an HDF5
+/// dataset FILE%group%name.ooc-journal beside its file.
+std::string journal_path(const std::string& array_path);
+
+}  // namespace ooc

@@ -1,0 +1,384 @@
+#include "ooc/journal.hpp"
+
+#include "format/hdf5.hpp"
+
+#include "mapped_array_access.hpp"
+#include "os/file.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+namespace ooc {
+namespace {
+
+// The journal file:
+//   [0, 4096)            Header: which array, which command, the slot layout
+//   [4096, 4096 + 1024)  two progress records, written alternately; the valid one with
+//                        the higher sequence number counts, so a torn write of one
+//                        leaves the other
+//   [8192, ...)          slots, one per tile in flight: a SlotHeader block, then the
+//                        tile's original bytes
+// Every record carries a checksum of its bytes, the slot header one of the slot's data
+// too, so a record torn by a power cut reads as absent, never as wrong.
+constexpr std::uint64_t kBlock = 4096;
+constexpr std::uint64_t kProgressAt = kBlock;
+constexpr std::uint64_t kProgressStride = 512;
+constexpr std::uint64_t kSlotsAt = 2 * kBlock;
+
+constexpr char kHeaderMagic[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '1'};
+constexpr char kProgressMagic[8] = {'O', 'O', 'C', 'J', 'P', 'R', 'G', '1'};
+constexpr char kSlotMagic[8] = {'O', 'O', 'C', 'J', 'S', 'L', 'T', '1'};
+
+struct Header {
+  char magic[8];
+  std::uint64_t device, inode;      // the array file the journal belongs to
+  std::int64_t elements;
+  std::int64_t tile_elements;       // the tile plan, kept by every resumed run
+  std::uint64_t tiles;
+  std::uint64_t slots, slot_bytes;  // this run's slot layout
+  char command[1024];               // what finishes the run, without the path
+  char array[1024];                 // dtype, shape, order, data offset and size
+  std::uint64_t checksum;
+};
+
+struct ProgressRecord {
+  char magic[8];
+  std::uint64_t sequence;
+  std::uint64_t tiles_done;         // tiles [0, tiles_done) are committed and on disk
+  std::int64_t elements_done;
+  std::uint64_t checksum;
+};
+
+struct SlotHeader {
+  char magic[8];
+  std::uint64_t tile;
+  std::int64_t begin, end;          // elements whose original bytes follow
+  std::uint64_t data_checksum;
+  std::uint64_t checksum;
+};
+
+static_assert(sizeof(Header) <= kBlock && sizeof(SlotHeader) <= kBlock && 2 * kProgressStride <= kBlock);
+
+std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+// A 64-bit checksum in the shape of xxHash64 (four multiply-rotate lanes over 8-byte
+// words): it keeps up with memory bandwidth on a 16 MiB tile, and a torn or stale
+// record does not match it. Not a defence against a forger, which nothing here needs.
+std::uint64_t checksum(const void* data, std::size_t size) {
+  constexpr std::uint64_t p1 = 0x9E3779B185EBCA87ull, p2 = 0xC2B2AE3D27D4EB4Full, p3 = 0x165667B19E3779F9ull;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  auto word = [&](std::size_t at) {
+    std::uint64_t w;
+    std::memcpy(&w, bytes + at, sizeof w);
+    return w;
+  };
+  std::uint64_t lanes[4] = {p1 + p2, p2, 0, 0 - p1};
+  std::size_t i = 0;
+  for (; i + 32 <= size; i += 32)
+    for (int k = 0; k < 4; ++k) lanes[k] = rotl(lanes[k] + word(i + 8 * k) * p2, 31) * p1;
+  std::uint64_t h = rotl(lanes[0], 1) + rotl(lanes[1], 7) + rotl(lanes[2], 12) + rotl(lanes[3], 18) + size;
+  for (; i + 8 <= size; i += 8) h = rotl(h ^ (rotl(word(i) * p2, 31) * p1), 27) * p1 + p3;
+  for (; i < size; ++i) h = rotl(h ^ (bytes[i] * p3), 11) * p1;
+  h ^= h >> 33;
+  h *= p2;
+  h ^= h >> 29;
+  h *= p3;
+  return h ^ (h >> 32);
+}
+
+template <class Record> std::uint64_t record_checksum(const Record& r) {
+  return checksum(&r, offsetof(Record, checksum));
+}
+
+template <class Record> bool valid(const Record& r, const char (&magic)[8]) {
+  return std::memcmp(r.magic, magic, sizeof magic) == 0 && r.checksum == record_checksum(r);
+}
+
+template <std::size_t N> void copy_text(char (&to)[N], const std::string& text) {
+  std::memset(to, 0, N);
+  std::memcpy(to, text.data(), std::min(text.size(), N - 1));
+}
+
+template <std::size_t N> std::string text_of(const char (&from)[N]) {
+  return std::string(from, strnlen(from, N));
+}
+
+std::string array_key(const MappedArray& a) {
+  return "dtype " + a.dtype().descr() + ", shape " + shape_repr(a.shape()) + ", " +
+         (a.order() == Order::c ? "C" : "Fortran") + " order, " + std::to_string(a.nbytes()) +
+         " bytes of data at offset " + std::to_string(a.info().data_offset);
+}
+
+template <class Record> Record read_record(int fd, std::uint64_t at, const std::string& path) {
+  Record r{};
+  if (os::read_at(fd, &r, sizeof r, at, path) != sizeof r) std::memset(&r, 0, sizeof r);
+  return r;
+}
+
+// The valid progress record with the highest sequence number, or none.
+bool read_progress(int fd, const std::string& path, ProgressRecord& best) {
+  bool found = false;
+  for (std::uint64_t i = 0; i < 2; ++i) {
+    const auto p = read_record<ProgressRecord>(fd, kProgressAt + i * kProgressStride, path);
+    if (valid(p, kProgressMagic) && (!found || p.sequence > best.sequence)) {
+      best = p;
+      found = true;
+    }
+  }
+  return found;
+}
+
+std::string finish_hint(const Header& h, const std::string& array_path) {
+  return "finish it by running `" + text_of(h.command) + " " + array_path + "` again";
+}
+
+}  // namespace
+
+std::string journal_path(const std::string& array_path) {
+  // An HDF5 dataset's journal sits beside its file, the dataset's path folded into the
+  // name: run.h5:/sim/p -> run.h5%sim%p.ooc-journal.
+  if (const auto dataset = hdf5::split(array_path)) {
+    std::string name = dataset->dataset;
+    std::replace(name.begin(), name.end(), '/', '%');
+    return dataset->file + name + ".ooc-journal";
+  }
+  return array_path + ".ooc-journal";
+}
+
+struct InPlaceJournal::Impl {
+  MappedArray* array = nullptr;
+  std::string path;
+  os::UniqueFd fd;
+  std::size_t item = 0;
+  std::size_t slots = 0;
+  std::uint64_t slot_bytes = 0;
+  std::size_t tiles = 0;
+  std::size_t first_tile = 0;
+  bool resumed = false;
+  bool finished = false;
+  std::atomic<bool> touched{false};
+  std::uint64_t sequence = 0;
+  std::atomic<std::size_t> committed_tiles{0};
+  std::unique_ptr<std::atomic<std::int64_t>[]> occupant;  // tile each slot holds; -1: none
+
+  std::uint64_t slot_offset(std::size_t slot) const {
+    return kSlotsAt + slot * (kBlock + (slot_bytes + kBlock - 1) / kBlock * kBlock);
+  }
+
+  // Puts back the original bytes of every tile the old journal saved but did not record
+  // as done, and makes them durable before anything else can overwrite the old journal.
+  void restore(int old, const Header& h, std::int64_t done_elements) {
+    std::vector<std::byte> buffer;
+    std::span<std::byte> data = array->writable_bytes();
+    const std::uint64_t stride = kBlock + (h.slot_bytes + kBlock - 1) / kBlock * kBlock;
+    for (std::uint64_t slot = 0; slot < h.slots; ++slot) {
+      const std::uint64_t at = kSlotsAt + slot * stride;
+      const auto s = read_record<SlotHeader>(old, at, path);
+      if (!valid(s, kSlotMagic) || s.begin < done_elements || s.end <= s.begin ||
+          s.end > static_cast<std::int64_t>(array->size()))
+        continue;  // empty, torn (its tile was never written), or done
+      const std::size_t bytes = static_cast<std::size_t>(s.end - s.begin) * item;
+      if (bytes > h.slot_bytes) continue;
+      buffer.resize(bytes);
+      if (os::read_at(old, buffer.data(), bytes, at + kBlock, path) != bytes ||
+          checksum(buffer.data(), bytes) != s.data_checksum)
+        continue;  // torn while being saved: the kernel waited for the save, so never ran
+      std::memcpy(data.data() + static_cast<std::size_t>(s.begin) * item, buffer.data(), bytes);
+      detail::MappedArrayAccess::sync(*array, s.begin, s.end);
+    }
+  }
+
+  // Writes a fresh journal under a temporary name and renames it into place, so that
+  // the journal on disk is always a whole one: the old one, or this.
+  void create(const std::string& command, std::int64_t tile_elements, std::size_t done_tiles,
+              std::int64_t done_elements) {
+    const os::FileId id = os::file_id(detail::MappedArrayAccess::fd(*array), array->path());
+    Header h{};
+    std::memcpy(h.magic, kHeaderMagic, sizeof h.magic);
+    h.device = id.device;
+    h.inode = id.inode;
+    h.elements = array->size();
+    h.tile_elements = tile_elements;
+    h.tiles = tiles;
+    h.slots = slots;
+    h.slot_bytes = slot_bytes;
+    copy_text(h.command, command);
+    copy_text(h.array, array_key(*array));
+    h.checksum = record_checksum(h);
+
+    std::filesystem::path temp;
+    os::UniqueFd file = os::create_temp_beside(path, temp);
+    try {
+      os::preallocate(file.get(), slot_offset(slots), path);
+      os::write_at(file.get(), &h, sizeof h, 0, path);
+      fd = std::move(file);
+      write_progress(done_tiles, done_elements);  // syncs the file
+      os::rename_file(temp, path);
+      os::sync_directory(std::filesystem::path(path).parent_path());
+    } catch (...) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw;
+    }
+  }
+
+  void write_progress(std::size_t done_tiles, std::int64_t done_elements) {
+    ProgressRecord p{};
+    std::memcpy(p.magic, kProgressMagic, sizeof p.magic);
+    p.sequence = ++sequence;
+    p.tiles_done = done_tiles;
+    p.elements_done = done_elements;
+    p.checksum = record_checksum(p);
+    os::write_at(fd.get(), &p, sizeof p, kProgressAt + (p.sequence % 2) * kProgressStride, path);
+    os::sync_data(fd.get(), path);
+  }
+
+  // Temporaries of journals whose creation was cut short; only the holder of the
+  // array's exclusive lock makes them, so none of them is in use.
+  void remove_stale_temporaries() const {
+    const std::filesystem::path p(path);
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+    const std::string prefix = "." + p.filename().string() + ".ooc-";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
+};
+
+InPlaceJournal::InPlaceJournal(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const std::string& command,
+                                                     PipelineOptions& options) {
+  if (!array.writable()) throw UsageError(array.path(), "an in-place run needs the array mapped read-write");
+  auto impl = std::make_unique<Impl>();
+  Impl& j = *impl;
+  j.array = &array;
+  j.path = journal_path(array.path());
+  j.item = static_cast<std::size_t>(array.dtype().itemsize());
+  if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
+    throw Error(array.path(), "is in use by another run (being read, or rewritten in place); "
+                              "try again when it has finished");
+  j.remove_stale_temporaries();
+
+  std::int64_t tile_elements = TilePlan::for_array(array, options.tile_bytes).tile_elements();
+  std::size_t done_tiles = 0;
+  std::int64_t done_elements = 0;
+  std::error_code ec;
+  if (std::filesystem::exists(j.path, ec)) {
+    const os::UniqueFd old = os::open_existing(j.path, false);
+    const auto h = read_record<Header>(old.get(), 0, j.path);
+    ProgressRecord p{};
+    if (!valid(h, kHeaderMagic) || !read_progress(old.get(), j.path, p))
+      throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten");
+    if (text_of(h.command) != command)
+      throw Error(array.path(), "an in-place run on it did not finish (" + std::to_string(p.tiles_done) + " of " +
+                                    std::to_string(h.tiles) + " tiles done, journal " + j.path + "): " +
+                                    finish_hint(h, array.path()) + " before running another command on it");
+    const os::FileId id = os::file_id(detail::MappedArrayAccess::fd(array), array.path());
+    if (h.device != id.device || h.inode != id.inode || text_of(h.array) != array_key(array) ||
+        h.elements != array.size() || h.tile_elements <= 0 || p.elements_done > array.size())
+      throw Error(array.path(), "the journal " + j.path + " belongs to another file (" + text_of(h.array) +
+                                    "); if the array was replaced on purpose, remove the journal");
+    j.restore(old.get(), h, p.elements_done);
+    tile_elements = h.tile_elements;
+    done_tiles = p.tiles_done;
+    done_elements = p.elements_done;
+    j.resumed = true;
+  }
+  options.tile_bytes = static_cast<std::uint64_t>(tile_elements) * j.item;
+  const TilePlan plan = TilePlan::for_array(array, options.tile_bytes);
+  if (plan.tile_elements() != tile_elements || done_tiles > plan.size() ||
+      (done_tiles < plan.size() && plan[done_tiles].begin != done_elements))
+    throw Error(j.path, "the in-place journal does not match the array's tiles; the array may be partly rewritten");
+  j.tiles = plan.size();
+  j.first_tile = done_tiles;
+  j.committed_tiles = done_tiles;
+  j.slots = std::max<std::size_t>(1, detail::tokens_in_flight(options));
+  j.slot_bytes = static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item;
+  j.occupant = std::make_unique<std::atomic<std::int64_t>[]>(j.slots);
+  for (std::size_t i = 0; i < j.slots; ++i) j.occupant[i] = -1;
+  j.create(command, tile_elements, done_tiles, done_elements);
+
+  std::unique_ptr<InPlaceJournal> journal(new InPlaceJournal(std::move(impl)));
+  options.first_tile = done_tiles;
+  options.journal = journal.get();
+  return journal;
+}
+
+InPlaceJournal::~InPlaceJournal() {
+  if (impl_ == nullptr || impl_->finished || kept()) return;
+  // Nothing was written: the array is as it was and the journal holds nothing to keep.
+  impl_->fd = os::UniqueFd();
+  std::error_code ignored;
+  std::filesystem::remove(impl_->path, ignored);
+}
+
+const std::string& InPlaceJournal::path() const { return impl_->path; }
+bool InPlaceJournal::resumed() const { return impl_->resumed; }
+std::size_t InPlaceJournal::tiles_done_before() const { return impl_->first_tile; }
+std::size_t InPlaceJournal::tiles() const { return impl_->tiles; }
+bool InPlaceJournal::kept() const { return impl_->resumed || impl_->touched.load(); }
+
+void InPlaceJournal::before_write(const Tile& tile) {
+  Impl& j = *impl_;
+  j.touched = true;
+  // The slot's previous tile left the commit stage before this one could start (the
+  // pipeline has at most `slots` tiles in flight), so its bytes are no longer needed.
+  const std::size_t slot = tile.index % j.slots;
+  const std::int64_t previous = j.occupant[slot].exchange(static_cast<std::int64_t>(tile.index));
+  if (previous >= 0 && static_cast<std::size_t>(previous) >= j.committed_tiles.load())
+    throw std::logic_error("in-place journal: tile " + std::to_string(tile.index) + " would overwrite the saved bytes of tile " +
+                           std::to_string(previous) + ", not yet committed");
+  const std::size_t bytes = static_cast<std::size_t>(tile.size()) * j.item;
+  if (bytes > j.slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
+  const std::byte* original = j.array->bytes().data() + static_cast<std::size_t>(tile.begin) * j.item;
+  SlotHeader s{};
+  std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
+  s.tile = tile.index;
+  s.begin = tile.begin;
+  s.end = tile.end;
+  s.data_checksum = checksum(original, bytes);
+  s.checksum = record_checksum(s);
+  const std::uint64_t at = j.slot_offset(slot);
+  os::write_at(j.fd.get(), original, bytes, at + kBlock, j.path);
+  os::write_at(j.fd.get(), &s, sizeof s, at, j.path);
+  os::sync_data(j.fd.get(), j.path);  // durable before the kernel may write the tile
+}
+
+void InPlaceJournal::after_commit(const Tile& tile) {
+  Impl& j = *impl_;
+  detail::MappedArrayAccess::sync(*j.array, tile.begin, tile.end);  // the tile is on disk ...
+  j.write_progress(tile.index + 1, tile.end);                       // ... before it is recorded done
+  j.committed_tiles = tile.index + 1;
+}
+
+void InPlaceJournal::finish() {
+  Impl& j = *impl_;
+  j.fd = os::UniqueFd();
+  os::remove_file(j.path);
+  os::sync_directory(std::filesystem::path(j.path).parent_path());
+  j.finished = true;
+}
+
+void check_not_in_place(const MappedArray& array) {
+  if (!os::try_lock(detail::MappedArrayAccess::fd(array), false, array.path()))
+    throw Error(array.path(), "is being rewritten in place by another run; try again when it has finished");
+  const std::string path = journal_path(array.path());
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  std::string hint = "finish it by running the same in-place command again";
+  try {
+    const os::UniqueFd fd = os::open_existing(path, false);
+    const auto h = read_record<Header>(fd.get(), 0, path);
+    if (valid(h, kHeaderMagic)) hint = finish_hint(h, array.path());
+  } catch (const Error&) {
+  }
+  throw Error(array.path(), "an in-place run on it did not finish, so its data is partly rewritten (journal " +
+                                path + "): " + hint);
+}
+
+}  // namespace ooc

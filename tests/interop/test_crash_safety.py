@@ -1,0 +1,425 @@
+"""Nothing lost: every way a run can end leaves the data in a known state.
+
+* Ctrl-C / SIGTERM cancel a run, say how far it got, and leave no output (or, in place,
+  a journal the same command finishes); --progress draws a bar with percent, GB/s and
+  ETA on a terminal and plain lines otherwise.
+* An in-place run killed with SIGKILL at random moments, and run again each time, ends
+  with numpy's ``a + 1`` exactly: no tile applied twice, none skipped.
+* A mapped input truncated by another process mid-run fails the run with "file shrank
+  while being read", no crash, no output.
+* A full disk is refused before any work, naming the sizes (tmpfs mounted by the test).
+* Runs that write the same output, or replace a file another run reads, or rewrite an
+  array in place that another run uses, each end cleanly with one run's whole result.
+
+Runs are paused with SIGSTOP at a known point (the first progress line) where a test must
+act "mid-run", so nothing here depends on how fast the machine is, except the random kill
+moments, which are drawn over the measured length of a run.
+Run as ``OOCRUN=build/oocrun python3 test_crash_safety.py -v``.
+"""
+import json
+import os
+import pty
+import random
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import mount_small_tmpfs, npy_bytes  # noqa: E402
+
+OOCRUN = os.environ.get("OOCRUN") or os.path.join(os.environ.get("OOC_BUILD_DIR", "build"), "oocrun")
+TIMEOUT = 120
+CRASH_WORDS = ("terminate called", "Aborted", "core dumped", "Segmentation", "Bus error",
+               "AddressSanitizer", "runtime error:")
+KILLS = 20
+
+
+def setUpModule():
+    if not os.access(OOCRUN, os.X_OK):
+        raise RuntimeError(f"set OOCRUN to the oocrun binary (got {OOCRUN!r})")
+
+
+def leftovers(directory):
+    """Temporaries and journals: files ooc names with '.ooc-'."""
+    return sorted(n for n in os.listdir(directory) if ".ooc-" in n)
+
+
+class Case(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ooc-crash-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.procs = []
+        self.addCleanup(self.reap)
+
+    def reap(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def save(self, name, array):
+        np.save(self.path(name), array)
+        return name
+
+    def sparse(self, name, elements, head=None):
+        """A float64 .npy of `elements`, all holes but `head` at the start: costs no disk."""
+        m = np.lib.format.open_memmap(self.path(name), mode="w+", dtype="<f8", shape=(elements,))
+        if head is not None:
+            m[:len(head)] = head
+        del m
+        return name
+
+    def run_ooc(self, *args):
+        p = subprocess.run([OOCRUN, *map(str, args)], cwd=self.dir, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        for word in CRASH_WORDS:
+            self.assertNotIn(word, p.stderr)
+        return p
+
+    def start(self, *args):
+        p = subprocess.Popen([OOCRUN, *map(str, args)], cwd=self.dir, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def start_paused(self, *args):
+        """Starts oocrun with --progress and pauses it (SIGSTOP) at its first progress line,
+        about 10% into the run."""
+        p = self.start(*args, "--progress")
+        line = p.stderr.readline()
+        self.assertTrue(line.startswith("progress: "), f"expected a progress line, got {line!r}")
+        p.send_signal(signal.SIGSTOP)
+        return p
+
+    def finish(self, p, after_signal=None):
+        if after_signal is not None:
+            p.send_signal(after_signal)
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=TIMEOUT)
+        for word in CRASH_WORDS:
+            self.assertNotIn(word, err)
+        return p.returncode, out, err
+
+    def assert_refused(self, args, words):
+        """oocrun `args` fails with exit 1 and one line saying `words`."""
+        p = self.run_ooc(*args)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn(words, p.stderr)
+        return p.stderr
+
+    def last_line(self, err):
+        lines = [l for l in err.splitlines() if not l.startswith("progress: ")]
+        self.assertEqual(len(lines), 1, f"one line besides progress expected: {err!r}")
+        return lines[0]
+
+
+# ---------------------------------------------------------------------------------------
+# 1. Interrupted runs and progress
+
+class InterruptTest(Case):
+    def test_sigterm_during_apply_says_how_far_it_got_and_leaves_no_output(self):
+        self.sparse("big.npy", 16 << 20)  # 128 MiB
+        before = sorted(os.listdir(self.dir))
+        p = self.start_paused("apply", "add-one", "big.npy", "-o", "out.npy", "--threads", "1", "--tile-bytes", "1M")
+        rc, out, err = self.finish(p, after_signal=signal.SIGTERM)
+        self.assertEqual(rc, 143, err)
+        line = self.last_line(err)
+        self.assertRegex(line, r"^oocrun: big\.npy: SIGTERM: cancelled after \d+ of 128 tiles "
+                               r"\(\d+\.\d\d MB of 134\.22 MB\); no output written$")
+        self.assertEqual(sorted(os.listdir(self.dir)), before)
+
+    def test_ctrl_c_during_in_place_keeps_a_journal_and_the_same_command_finishes_exactly_once(self):
+        a = np.random.default_rng(5).standard_normal(4 << 20)
+        self.save("a.npy", a)
+        cmd = ("apply", "add-one", "a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
+        p = self.start_paused(*cmd)
+        rc, out, err = self.finish(p, after_signal=signal.SIGINT)
+        self.assertEqual(rc, 130, err)
+        line = self.last_line(err)
+        self.assertIn("a.npy: SIGINT: cancelled after ", line)
+        self.assertIn("run the same command again to finish it (progress is kept in a.npy.ooc-journal)", line)
+        self.assertEqual(leftovers(self.dir), ["a.npy.ooc-journal"])
+        p = self.run_ooc(*cmd)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("resuming the interrupted in-place run on a.npy: ", p.stderr)
+        self.assertEqual(leftovers(self.dir), [])
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertEqual(f.read(), npy_bytes(a + 1))
+
+    def test_ctrl_c_before_any_tile_leaves_the_array_unchanged_and_no_journal(self):
+        a = np.arange(1000.0)
+        self.save("a.npy", a)
+
+        def pending_sigint():  # blocked and pending across exec: oocrun sees it at once
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            os.kill(os.getpid(), signal.SIGINT)
+
+        p = subprocess.run([OOCRUN, "apply", "add-one", "a.npy", "--in-place"], cwd=self.dir, capture_output=True,
+                           text=True, timeout=TIMEOUT, preexec_fn=pending_sigint)
+        self.assertEqual(p.returncode, 130, p.stderr)
+        line = self.last_line(p.stderr)
+        if "the array is unchanged" in line:
+            self.assertIn("cancelled after 0 of 1 tiles", line)
+            self.assertEqual(leftovers(self.dir), [])
+            np.testing.assert_array_equal(np.load(self.path("a.npy")), a)
+        else:  # the signal came after the tile was saved: then the line must say so
+            self.assertIn("run the same command again", line)
+            self.assertEqual(leftovers(self.dir), ["a.npy.ooc-journal"])
+
+
+class ProgressTest(Case):
+    def test_on_a_terminal_progress_is_a_bar_with_percent_speed_and_time_left(self):
+        self.save("a.npy", np.arange(4 << 20, dtype="<f8"))
+        master, slave = pty.openpty()
+        p = subprocess.Popen([OOCRUN, "reduce", "sum", "a.npy", "--progress", "--tile-bytes", "256K", "--threads", "2"],
+                             cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        seen = b""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1)
+            if not ready:
+                if p.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        out, _ = p.communicate(timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(float(out), float(np.arange(4 << 20, dtype="<f8").sum()))
+        text = seen.decode()
+        frames = [f for f in text.replace("\r\n", "\n").split("\r") if f.startswith("[")]
+        self.assertGreater(len(frames), 2, text)
+        self.assertRegex(frames[-1], r"^\[#{30}\] 100%  \d+\.\d\d GB/s  ETA 0:00")
+        for frame in frames:
+            self.assertRegex(frame, r"^\[[#.]{30}\] +\d+%  \d+\.\d\d GB/s  ETA (\d+:\d\d|\?)")
+        self.assertIn("\n", text.split("100%")[-1], "the bar ends with a newline when done")
+
+    def test_without_a_terminal_progress_is_plain_lines(self):
+        self.save("a.npy", np.arange(4 << 20, dtype="<f8"))
+        p = self.run_ooc("reduce", "sum", "a.npy", "--progress", "--tile-bytes", "256K")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = [l for l in p.stderr.splitlines() if l.startswith("progress: ")]
+        self.assertNotIn("\r", p.stderr)
+        self.assertEqual(len(lines), 10, p.stderr)
+        for line in lines:
+            self.assertRegex(line, r"^progress: \d+% \(\d+/128 tiles, \d+\.\d\d GB/s, ETA (\d+:\d\d|\?)\)$")
+        self.assertTrue(lines[-1].startswith("progress: 100% (128/128 tiles"))
+
+
+# ---------------------------------------------------------------------------------------
+# 2. Resumable in-place runs
+
+class KillNineTest(Case):
+    def test_in_place_add_one_killed_at_random_moments_ends_as_numpys_a_plus_1(self):
+        """SIGKILL at KILLS random moments over the length of a run, the same command run
+        again after each while a journal says the job is unfinished. Without a journal the
+        array must be exactly a (nothing written yet) or exactly a + 1 (the job finished
+        and removed its journal just before the kill); after a job, a fresh one starts."""
+        seed = int(os.environ.get("OOC_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
+        rng = random.Random(seed)
+        a = np.random.default_rng(seed).standard_normal(4 << 20)  # 32 MiB, 128 tiles of 256 KiB
+        original, expected = npy_bytes(a), npy_bytes(a + 1)
+        cmd = [OOCRUN, "apply", "add-one", "a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K",
+               "--quiet"]
+        self.save("a.npy", a)
+        start = time.monotonic()
+        subprocess.run(cmd, cwd=self.dir, check=True, timeout=TIMEOUT)
+        length = time.monotonic() - start
+        self.save("a.npy", a)
+        kills = jobs = runs = 0
+
+        def array_bytes():
+            with open(self.path("a.npy"), "rb") as f:
+                return f.read()
+
+        def job_done(how):
+            nonlocal jobs
+            jobs += 1
+            self.assertTrue(array_bytes() == expected, f"seed {seed}: job {jobs} ({how}) differs from a + 1")
+            self.assertEqual(leftovers(self.dir), [])
+            self.save("a.npy", a)
+
+        while kills < KILLS:
+            runs += 1
+            self.assertLess(runs, 20 * KILLS, f"seed {seed}: runs keep finishing before the kill")
+            p = subprocess.Popen(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(rng.uniform(0, length))
+            p.send_signal(signal.SIGKILL)
+            _, err = p.communicate(timeout=TIMEOUT)
+            if p.returncode == 0:
+                job_done("finished before the kill")
+                continue
+            self.assertEqual(p.returncode, -signal.SIGKILL, f"seed {seed}: {err!r}")
+            kills += 1
+            if "a.npy.ooc-journal" in leftovers(self.dir):
+                continue  # unfinished: the same command again
+            content = array_bytes()
+            self.assertTrue(content in (original, expected),
+                            f"seed {seed}: killed without a journal, the array is neither a nor a + 1")
+            if content == expected:
+                job_done("finished, then killed before exiting")
+        if "a.npy.ooc-journal" in leftovers(self.dir) or array_bytes() == original:
+            p = subprocess.run(cmd, cwd=self.dir, capture_output=True, text=True, timeout=TIMEOUT)
+            self.assertEqual(p.returncode, 0, f"seed {seed}: {p.stderr}")
+        job_done("the last")
+
+
+class JournalConflictTest(Case):
+    def setUp(self):
+        super().setUp()
+        self.a = np.random.default_rng(2).standard_normal(1 << 20)
+        self.save("a.npy", self.a)
+        p = self.start_paused("apply", "add-one", "a.npy", "--in-place", "--threads", "2", "--tile-bytes", "64K")
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        self.assertEqual(leftovers(self.dir), ["a.npy.ooc-journal"])
+        with open(self.path("a.npy"), "rb") as f:
+            self.stopped = f.read()
+
+    def refused(self, *args):
+        err = self.assert_refused(args, "finish it by running `oocrun apply add-one --in-place a.npy` again")
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertTrue(f.read() == self.stopped, "a refused command changed the array")
+        self.assertEqual(leftovers(self.dir), ["a.npy.ooc-journal"])
+        return err
+
+    def test_another_in_place_command_is_refused_with_the_command_that_finishes_the_first(self):
+        err = self.refused("apply", "add:2", "a.npy", "--in-place")
+        self.assertIn("did not finish", err)
+
+    def test_reading_a_half_rewritten_array_is_refused(self):
+        self.refused("reduce", "sum", "a.npy")
+        self.refused("apply", "scale:2", "a.npy", "-o", "out.npy")
+
+    def test_info_still_works_and_the_same_command_finishes(self):
+        self.assertEqual(self.run_ooc("info", "a.npy").returncode, 0)
+        p = self.run_ooc("apply", "add-one", "a.npy", "--in-place", "--threads", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertEqual(f.read(), npy_bytes(self.a + 1))
+        self.assertEqual(leftovers(self.dir), [])
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Input that shrinks under a run
+
+class ShrinkTest(Case):
+    def shrink_mid_run(self, *args):
+        head = np.random.default_rng(3).standard_normal(1000)
+        self.sparse("big.npy", 16 << 20, head)  # 128 MiB of holes but the head
+        before = sorted(os.listdir(self.dir))
+        p = self.start_paused(*args, "--threads", "2", "--tile-bytes", "1M")
+        os.truncate(self.path("big.npy"), 1 << 20)  # another process cuts the file
+        rc, out, err = self.finish(p)
+        self.assertEqual(rc, 1, err)
+        self.assertEqual(out, "")
+        line = self.last_line(err)
+        self.assertEqual(line, "oocrun: big.npy: file shrank while being read (truncated by another process)")
+        self.assertEqual(sorted(os.listdir(self.dir)), before, "an output or temporary was left")
+
+    def test_reduce_of_a_truncated_input_fails_cleanly(self):
+        self.shrink_mid_run("reduce", "sum", "big.npy")
+
+    def test_apply_from_a_truncated_input_fails_and_writes_no_output(self):
+        self.shrink_mid_run("apply", "add-one", "big.npy", "-o", "out.npy")
+
+    def test_apply_over_an_existing_output_keeps_the_old_output(self):
+        old = np.full(5, 7.0)
+        self.save("out.npy", old)
+        self.shrink_mid_run("apply", "add-one", "big.npy", "-o", "out.npy")
+        np.testing.assert_array_equal(np.load(self.path("out.npy")), old)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. Full disk
+
+class FullDiskTest(Case):
+    # An output too big for the disk: test_cli_errors.OutputErrorTest.test_output_filesystem_full.
+    def test_an_in_place_journal_too_big_for_the_disk_is_refused_before_any_work(self):
+        mnt = mount_small_tmpfs(self, self.path("small"))
+        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 4 slots of 256 KiB
+        np.save(os.path.join(mnt, "a.npy"), a)
+        p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 1\.07 MB "
+                                   r"\(1073152 bytes\), .* free\n$")
+        self.assertEqual(os.listdir(mnt), ["a.npy"])
+        np.testing.assert_array_equal(np.load(os.path.join(mnt, "a.npy")), a)
+
+
+# ---------------------------------------------------------------------------------------
+# 5. Concurrent use
+
+class ConcurrencyTest(Case):
+    def test_two_runs_writing_one_output_both_finish_and_it_is_one_runs_whole_result(self):
+        x = np.random.default_rng(7).standard_normal(2 << 20)
+        y = np.random.default_rng(8).standard_normal(2 << 20)
+        self.save("x.npy", x)
+        self.save("y.npy", y)
+        results = {npy_bytes(x + 1), npy_bytes(y * 2)}
+        for round_ in range(4):
+            p = self.start("apply", "add-one", "x.npy", "-o", "out.npy", "--tile-bytes", "64K", "--threads", "1")
+            q = self.start("apply", "scale:2", "y.npy", "-o", "out.npy", "--tile-bytes", "64K", "--threads", "1")
+            for r in (p, q):
+                _, err = r.communicate(timeout=TIMEOUT)
+                self.assertEqual(r.returncode, 0, err)
+            with open(self.path("out.npy"), "rb") as f:
+                self.assertIn(f.read(), results, f"round {round_}: the output mixes the two runs")
+            self.assertEqual(leftovers(self.dir), [])
+
+    def test_a_reader_keeps_reading_the_old_bytes_of_a_file_replaced_by_rename(self):
+        head = np.random.default_rng(9).standard_normal(100000)
+        self.sparse("data.npy", 8 << 20, head)
+        expected = np.load(self.path("data.npy")).sum()
+        reader = self.start_paused("reduce", "sum", "data.npy", "--json", "--threads", "1", "--tile-bytes", "256K")
+        self.save("small.npy", np.arange(10.0))
+        p = self.run_ooc("apply", "add-one", "small.npy", "-o", "data.npy")  # replaces data.npy
+        self.assertEqual(p.returncode, 0, p.stderr)
+        np.testing.assert_array_equal(np.load(self.path("data.npy")), np.arange(10.0) + 1)
+        rc, out, err = self.finish(reader)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["value"], expected)  # the old file's sum, bit for bit
+
+    def test_a_second_in_place_run_on_a_busy_array_is_refused_and_the_first_finishes_once(self):
+        a = np.random.default_rng(10).standard_normal(1 << 20)
+        self.save("a.npy", a)
+        first = self.start_paused("apply", "add-one", "a.npy", "--in-place", "--tile-bytes", "64K", "--threads", "2")
+        self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
+        self.assert_refused(["reduce", "sum", "a.npy"], "a.npy: is being rewritten in place by another run")
+        rc, _, err = self.finish(first)
+        self.assertEqual(rc, 0, err)
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertEqual(f.read(), npy_bytes(a + 1))
+
+    def test_an_in_place_run_does_not_start_under_a_reader(self):
+        a = np.random.default_rng(11).standard_normal(1 << 20)
+        self.save("a.npy", a)
+        reader = self.start_paused("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1")
+        self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
+        self.assertEqual(leftovers(self.dir), [])
+        rc, out, err = self.finish(reader)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["value"], a.sum())
+        np.testing.assert_array_equal(np.load(self.path("a.npy")), a)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,269 @@
+// src/journal: an in-place run survives being stopped at any moment, and every tile is
+// applied exactly once when it is run again.
+
+#include "ooc/ooc.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+#include <fstream>
+#include <stdexcept>
+#include <vector>
+
+using ooc::testing::ScratchDir;
+
+namespace {
+
+constexpr std::int64_t kTile = ooc::kBlockElements;  // elements per tile in these tests
+const std::string kCommand = "oocrun apply add-one --in-place";
+
+void write_iota(const std::string& path, std::int64_t n) {
+  ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, {n});
+  auto v = out.writable_values<double>();
+  std::iota(v.begin(), v.end(), 0.0);
+  out.commit();
+}
+
+ooc::PipelineOptions options(int threads) {
+  ooc::PipelineOptions o;
+  o.threads = threads;
+  o.tile_bytes = kTile * sizeof(double);
+  return o;
+}
+
+std::vector<double> values(const std::string& path) {
+  const ooc::MappedArray a = ooc::map_file(path);
+  const auto v = a.values<double>();
+  return {v.begin(), v.end()};
+}
+
+// Writes tile `t` of `a` as the add-one kernel would, `fraction` of it.
+void add_one_to_tile(ooc::MappedArray& a, std::int64_t t, double fraction = 1.0) {
+  auto v = a.writable_values<double>();
+  const std::int64_t end = t * kTile + static_cast<std::int64_t>(fraction * kTile);
+  for (std::int64_t i = t * kTile; i < end; ++i) v(i) += 1;
+}
+
+ooc::Tile tile(std::size_t t) {
+  const auto i = static_cast<std::int64_t>(t);
+  return {t, i * kTile, (i + 1) * kTile};
+}
+
+// An in-place run on the array at `path` with its journal open (resumed if there was one).
+struct InPlace {
+  InPlace(const std::string& path, int threads)
+      : a(ooc::map_file(path, ooc::Access::read_write)), o(options(threads)),
+        journal(ooc::InPlaceJournal::open(a, kCommand, o)) {}
+  InPlace(const InPlace&) = delete;
+  ooc::MappedArray a;  // the journal keeps its address: never moved
+  ooc::PipelineOptions o;
+  std::unique_ptr<ooc::InPlaceJournal> journal;
+};
+
+// A run stopped after tile 0 was committed, with tile 1 half written and tile 2 written
+// but not committed, as a kill -9 leaves it.
+void stopped_run(const std::string& path) {
+  InPlace run(path, 2);
+  auto& [a, o, journal] = run;
+  CHECK_FALSE(journal->resumed());
+  CHECK(o.first_tile == 0);
+  CHECK(o.journal == journal.get());
+  journal->before_write(tile(0));
+  add_one_to_tile(a, 0);
+  journal->after_commit(tile(0));
+  journal->before_write(tile(1));
+  journal->before_write(tile(2));
+  add_one_to_tile(a, 2);
+  add_one_to_tile(a, 1, 0.5);
+  CHECK(journal->kept());
+}  // the journal stays, as after a kill
+
+// Adds one to every element not done yet, commits, and removes the journal.
+void add_one_to_the_end(ooc::MappedArray& a, ooc::InPlaceJournal& journal, const ooc::PipelineOptions& o) {
+  ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1; }, o);
+  a.commit();
+  journal.finish();
+}
+
+// A scratch directory holding a.npy = 0, 1, 2, ... of `n` float64.
+struct Scratch {
+  explicit Scratch(std::int64_t n) : path(dir.file("a.npy")) { write_iota(path, n); }
+  ScratchDir dir;
+  std::string path;
+};
+
+// Opening a journal for `command` on the array at `path` fails, saying `words`.
+void check_open_refused(const std::string& path, const std::string& command, const std::string& words) {
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  auto o = options(1);
+  CHECK_THROWS_WITH_AS(ooc::InPlaceJournal::open(a, command, o), doctest::Contains(words.c_str()), ooc::Error);
+}
+
+}  // namespace
+
+TEST_CASE("a run that finishes removes its journal and leaves nothing beside the array") {
+  const Scratch scratch(5 * kTile + 3);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 3);
+    auto& [a, o, journal] = run;
+    CHECK(std::filesystem::exists(journal->path()));
+    CHECK(journal->path() == path + ".ooc-journal");
+    CHECK(journal->tiles() == 6);
+    add_one_to_the_end(a, *journal, o);
+  }
+  CHECK(scratch.dir.entries() == 1);
+  const auto v = values(path);
+  for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 1);
+}
+
+TEST_CASE("a journal that saw no tile written is removed when dropped: the array is as it was") {
+  const Scratch scratch(3 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    CHECK_FALSE(journal->kept());
+  }
+  CHECK(scratch.dir.entries() == 1);
+}
+
+TEST_CASE("a stopped run resumes after its last committed tile, with partly written tiles put back") {
+  const Scratch scratch(4 * kTile);
+  const std::string& path = scratch.path;
+  stopped_run(path);
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  auto o = options(7);  // another thread count than the stopped run's: allowed
+  o.tile_bytes = 1 << 20;  // and a different tile size is ignored: the plan is the journal's
+  auto journal = ooc::InPlaceJournal::open(a, kCommand, o);
+  CHECK(journal->resumed());
+  CHECK(journal->tiles_done_before() == 1);
+  CHECK(o.first_tile == 1);
+  CHECK(o.tile_bytes == kTile * sizeof(double));
+  const auto v = a.values<double>();
+  CHECK(v(0) == 1);                              // committed: kept
+  CHECK(v(kTile) == kTile);                      // half written: put back
+  CHECK(v(2 * kTile + 5) == 2 * kTile + 5);      // written, not committed: put back
+  add_one_to_the_end(a, *journal, o);
+  for (std::int64_t i = 0; i < 4 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i) + 1);
+  CHECK_FALSE(std::filesystem::exists(path + ".ooc-journal"));
+}
+
+TEST_CASE("a tile whose save was torn is left alone: its kernel never ran") {
+  const Scratch scratch(3 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    journal->before_write(tile(0));
+  }
+  // Scribble over the saved bytes of tile 0 (slot 0's data starts at 8192 + 4096).
+  const int fd = ::open((path + ".ooc-journal").c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  const char junk[16] = "not the tile";
+  REQUIRE(::pwrite(fd, junk, sizeof junk, 8192 + 4096 + 64) == sizeof junk);
+  ::close(fd);
+  InPlace run(path, 1);
+  auto& [a, o, journal] = run;
+  CHECK(journal->resumed());
+  const auto v = a.values<double>();
+  for (std::int64_t i = 0; i < 3 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i));
+}
+
+TEST_CASE("a stop in the middle of a pipeline run is finished exactly once by the next") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.npy");
+  const std::int64_t n = 40 * kTile + 17;
+  write_iota(path, n);
+  // Each run stops half way through tile `stop_at`, with tiles around it in flight;
+  // the next resumes where it left off.
+  for (std::size_t stop_at : {0, 1, 13, 39, 40}) {
+    CAPTURE(stop_at);
+    InPlace run(path, 7);
+    auto& [a, o, journal] = run;
+    auto* data = a.writable_values<double>().data();
+    ooc::TilePlan plan = ooc::TilePlan::for_array(a, o.tile_bytes);
+    ooc::detail::Streams streams(plan, o);
+    streams.add_output(a);
+    CHECK_THROWS_WITH(ooc::run_pipeline(
+                          plan, streams, o,
+                          [&](const ooc::Tile& t) {
+                            const std::int64_t end = t.index == stop_at ? t.begin + t.size() / 2 : t.end;
+                            for (std::int64_t i = t.begin; i < end; ++i) data[i] += 1;
+                            if (t.index == stop_at) throw std::runtime_error("stopped");
+                            return 0;
+                          },
+                          [](const ooc::Tile&, int&&) {}),
+                      "stopped");
+  }
+  {
+    InPlace run(path, 2);
+    auto& [a, o, journal] = run;
+    CHECK(journal->resumed());
+    add_one_to_the_end(a, *journal, o);
+  }
+  const auto v = values(path);
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE(v[static_cast<std::size_t>(i)] == static_cast<double>(i) + 1);
+}
+
+TEST_CASE("another command on a journalled array is refused, naming the command that finishes it") {
+  const Scratch scratch(4 * kTile);
+  const std::string& path = scratch.path;
+  stopped_run(path);
+  const auto before = values(path);
+  check_open_refused(path, "oocrun apply add:2 --in-place",
+                     "finish it by running `oocrun apply add-one --in-place " + path + "` again");
+  {
+    const ooc::MappedArray a = ooc::map_file(path);
+    CHECK_THROWS_WITH_AS(ooc::check_not_in_place(a), doctest::Contains("did not finish"), ooc::Error);
+    CHECK_THROWS_WITH_AS(ooc::check_not_in_place(a), doctest::Contains(("oocrun apply add-one --in-place " + path).c_str()),
+                         ooc::Error);
+  }
+  CHECK(values(path) == before);  // refusing touched nothing
+}
+
+TEST_CASE("a journal for another file is refused: an array replaced since is not resumed") {
+  const Scratch scratch(4 * kTile);
+  const std::string& path = scratch.path;
+  stopped_run(path);
+  write_iota(scratch.dir.file("b.npy"), 4 * kTile);
+  std::filesystem::rename(scratch.dir.file("b.npy"), path);  // a fresh copy, a new inode
+  check_open_refused(path, kCommand, "belongs to another file");
+}
+
+TEST_CASE("an array held by one run is refused to another: in place against in place, and against readers") {
+  const Scratch scratch(2 * kTile);
+  const std::string& path = scratch.path;
+  {
+    const InPlace holder(path, 1);
+    check_open_refused(path, kCommand, "in use by another run");
+    const ooc::MappedArray reader = ooc::map_file(path);
+    CHECK_THROWS_WITH_AS(ooc::check_not_in_place(reader), doctest::Contains("being rewritten in place"), ooc::Error);
+  }
+  const ooc::MappedArray reader = ooc::map_file(path);
+  ooc::check_not_in_place(reader);  // now free, and held shared by the reader
+  check_open_refused(path, kCommand, "in use by another run");
+}
+
+TEST_CASE("stale temporaries of a journal cut short while being created are removed") {
+  const Scratch scratch(kTile);
+  const std::string& path = scratch.path;
+  std::ofstream(scratch.dir.file(".a.npy.ooc-journal.ooc-0123456789abcdef")) << "half a journal";
+  std::ofstream(scratch.dir.file(".a.npy.ooc-0123456789abcdef")) << "another run's output: not ours";
+  const InPlace run(path, 1);
+  CHECK_FALSE(std::filesystem::exists(scratch.dir.file(".a.npy.ooc-journal.ooc-0123456789abcdef")));
+  CHECK(std::filesystem::exists(scratch.dir.file(".a.npy.ooc-0123456789abcdef")));
+}
+
+TEST_CASE("a damaged journal is an error, not a guess") {
+  const Scratch scratch(kTile);
+  const std::string& path = scratch.path;
+  std::ofstream(path + ".ooc-journal") << "garbage";
+  check_open_refused(path, kCommand, "journal is damaged");
+}

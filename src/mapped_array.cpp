@@ -6,6 +6,7 @@
 
 #include <boost/interprocess/mapped_region.hpp>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <vector>
@@ -38,8 +39,9 @@ struct MappedArray::Impl {
   ArrayInfo info;
   bool writable = false;
   os::UniqueFd fd;
-  bip::mapped_region region;  // empty when the array holds no bytes
-  std::byte* data = nullptr;
+  ElementRange window{0, 0};  // the elements mapped
+  bip::mapped_region region;  // empty when the window holds no bytes
+  std::byte* data = nullptr;  // first byte of element window.begin
   std::filesystem::path temp_path;  // non-empty while an output is pending
 
   ~Impl() {
@@ -50,12 +52,57 @@ struct MappedArray::Impl {
     }
   }
 
-  void map() {
-    const std::uint64_t bytes = info.nbytes();
-    if (bytes == 0) return;  // mmap cannot map zero bytes; an empty array needs none
-    const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
+  // Opens the file and reads and checks its header: everything map_file does but mapping.
+  void open(const std::string& name, Access access) {
+    path = name;
+    writable = access == Access::read_write;
+    fd = os::open_existing(name, writable);
+    const std::uint64_t file_size = os::file_size(fd.get(), name);
+
+    std::array<std::byte, npy::kPreambleBytes> preamble{};
+    const std::size_t got = os::read_at(fd.get(), preamble.data(), preamble.size(), 0, name);
+    npy::Header header;
     try {
-      region = bip::mapped_region(DescriptorMapping{fd.get(), mode}, mode, static_cast<bip::offset_t>(info.data_offset),
+      if (got < 10) throw npy::FormatError("not a .npy file (only " + std::to_string(file_size) + " bytes)");
+      const std::uint64_t length = npy::prefix_length(std::span(preamble).first(got));
+      if (length > file_size)
+        throw npy::FormatError("header length " + std::to_string(length) +
+                               " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
+      if (length > npy::kMaxHeaderBytes + npy::kPreambleBytes)
+        throw npy::FormatError("header of " + std::to_string(length) + " bytes is too large");
+      std::vector<std::byte> prefix(length);
+      os::read_at(fd.get(), prefix.data(), prefix.size(), 0, name);
+      header = npy::parse_header(prefix, file_size);
+    } catch (const npy::FormatError& e) {
+      throw Error(name, e.what());
+    }
+    info.format = "npy";
+    info.format_version = std::to_string(header.major_version) + ".0";
+    info.dtype = header.dtype;
+    info.shape = header.shape;
+    info.order = header.order;
+    info.data_offset = header.data_offset;
+  }
+
+  // The address of element `index` of the array, clamped to the mapped window.
+  std::uintptr_t address_of(std::int64_t index) const {
+    const std::int64_t at = std::clamp(index, window.begin, window.end) - window.begin;
+    return reinterpret_cast<std::uintptr_t>(data) +
+           static_cast<std::uintptr_t>(at) * static_cast<std::uintptr_t>(info.dtype.itemsize());
+  }
+
+  void map(ElementRange wanted) {
+    const std::int64_t size = info.size();
+    window.begin = std::clamp<std::int64_t>(wanted.begin, 0, size);
+    window.end = std::clamp<std::int64_t>(wanted.end, window.begin, size);
+    const std::uint64_t item = static_cast<std::uint64_t>(info.dtype.itemsize());
+    const std::uint64_t bytes = static_cast<std::uint64_t>(window.size()) * item;
+    if (bytes == 0) return;  // mmap cannot map zero bytes; an empty window needs none
+    const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
+    // Boost maps from the page holding the first byte and hands back its exact address.
+    const std::uint64_t offset = info.data_offset + static_cast<std::uint64_t>(window.begin) * item;
+    try {
+      region = bip::mapped_region(DescriptorMapping{fd.get(), mode}, mode, static_cast<bip::offset_t>(offset),
                                   static_cast<std::size_t>(bytes));
     } catch (const bip::interprocess_exception& e) {
       throw Error(path, std::string("cannot map the data: ") + e.what());
@@ -73,14 +120,15 @@ const ArrayInfo& MappedArray::info() const { return impl_->info; }
 const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
 bool MappedArray::pending() const { return !impl_->temp_path.empty(); }
+ElementRange MappedArray::window() const { return impl_->window; }
 
 std::span<const std::byte> MappedArray::bytes() const& {
-  return {impl_->data, static_cast<std::size_t>(nbytes())};
+  return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
 std::span<std::byte> MappedArray::writable_bytes() & {
   if (!impl_->writable) throw UsageError(impl_->path, "array is mapped read-only");
-  return {impl_->data, static_cast<std::size_t>(nbytes())};
+  return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
 void MappedArray::check_view_type(DType wanted) const {
@@ -105,41 +153,21 @@ void MappedArray::commit() {
   }
 }
 
-MappedArray map_file(const std::string& path, Access access) {
+MappedArray map_file(const std::string& path, Access access, ElementRange window) {
   auto impl = std::make_unique<MappedArray::Impl>();
-  impl->path = path;
-  impl->writable = access == Access::read_write;
-  impl->fd = os::open_existing(path, impl->writable);
-  const std::uint64_t file_size = os::file_size(impl->fd.get(), path);
-
-  std::array<std::byte, npy::kPreambleBytes> preamble{};
-  const std::size_t got = os::read_at(impl->fd.get(), preamble.data(), preamble.size(), 0, path);
-  npy::Header header;
-  try {
-    if (got < 10) throw npy::FormatError("not a .npy file (only " + std::to_string(file_size) + " bytes)");
-    const std::uint64_t length = npy::prefix_length(std::span(preamble).first(got));
-    if (length > file_size)
-      throw npy::FormatError("header length " + std::to_string(length) +
-                             " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
-    if (length > npy::kMaxHeaderBytes + npy::kPreambleBytes)
-      throw npy::FormatError("header of " + std::to_string(length) + " bytes is too large");
-    std::vector<std::byte> prefix(length);
-    os::read_at(impl->fd.get(), prefix.data(), prefix.size(), 0, path);
-    header = npy::parse_header(prefix, file_size);
-  } catch (const npy::FormatError& e) {
-    throw Error(path, e.what());
-  }
-  impl->info.format = "npy";
-  impl->info.format_version = std::to_string(header.major_version) + ".0";
-  impl->info.dtype = header.dtype;
-  impl->info.shape = header.shape;
-  impl->info.order = header.order;
-  impl->info.data_offset = header.data_offset;
-  impl->map();
+  impl->open(path, access);
+  impl->map(window);
   return MappedArray(std::move(impl));
 }
 
-MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order) {
+ArrayInfo read_info(const std::string& path) {
+  MappedArray::Impl impl;
+  impl.open(path, Access::read_only);
+  return impl.info;
+}
+
+MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order,
+                       ElementRange window) {
   const auto count = element_count(shape);
   std::int64_t bytes = 0;
   if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
@@ -160,7 +188,7 @@ MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
   impl->fd = os::create_temp_beside(path, impl->temp_path);  // removed by ~Impl on failure
   os::write_at(impl->fd.get(), header.data(), header.size(), 0, path);
   os::preallocate(impl->fd.get(), header.size() + static_cast<std::uint64_t>(bytes), path);
-  impl->map();
+  impl->map(window);
   return MappedArray(std::move(impl));
 }
 
@@ -169,10 +197,11 @@ namespace detail {
 void MappedArrayAccess::advise(const MappedArray& array, std::int64_t begin, std::int64_t end,
                                os::Advice advice) {
   const MappedArray::Impl& m = *array.impl_;
-  if (m.data == nullptr || end <= begin) return;
-  const std::size_t item = static_cast<std::size_t>(m.info.dtype.itemsize());
-  os::advise(m.data + static_cast<std::size_t>(begin) * item,
-             static_cast<std::size_t>(end - begin) * item, advice);
+  if (m.data == nullptr) return;
+  const std::uintptr_t from = m.address_of(begin);
+  const std::uintptr_t to = m.address_of(end);
+  if (to <= from) return;
+  os::advise(reinterpret_cast<const void*>(from), to - from, advice);
 }
 
 void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t end,
@@ -182,8 +211,7 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   const std::uintptr_t page = os::page_size();
   const auto base = reinterpret_cast<std::uintptr_t>(m.data);
   const std::uintptr_t from = *mark != 0 ? *mark : base / page * page;
-  const std::uintptr_t to =
-      (base + static_cast<std::uintptr_t>(end) * static_cast<std::uintptr_t>(m.info.dtype.itemsize())) / page * page;
+  const std::uintptr_t to = m.address_of(end) / page * page;
   if (to <= from) return;
   os::advise(reinterpret_cast<const void*>(from), to - from, os::Advice::dont_need);
   *mark = to;
@@ -191,10 +219,27 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {
   const MappedArray::Impl& m = *array.impl_;
+  begin = std::max(begin, m.window.begin);
+  end = std::min(end, m.window.end);
   if (!m.writable || end <= begin) return;
   const std::uint64_t item = static_cast<std::uint64_t>(m.info.dtype.itemsize());
   os::start_writeback(m.fd.get(), m.info.data_offset + static_cast<std::uint64_t>(begin) * item,
                       static_cast<std::uint64_t>(end - begin) * item);
+}
+
+std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) { return array.impl_->temp_path; }
+
+MappedArray MappedArrayAccess::map_output_part(const std::filesystem::path& temp, const std::string& final_path,
+                                               ElementRange window) {
+  auto impl = std::make_unique<MappedArray::Impl>();
+  try {
+    impl->open(temp.string(), Access::read_write);
+  } catch (const Error& e) {
+    throw Error(final_path, "cannot open the output being written: " + e.problem());
+  }
+  impl->path = final_path;
+  impl->map(window);
+  return MappedArray(std::move(impl));
 }
 
 }  // namespace detail

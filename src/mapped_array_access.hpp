@@ -5,6 +5,9 @@
 #include "ooc/mapped_array.hpp"
 #include "os/memory.hpp"
 
+#include <filesystem>
+#include <string>
+
 namespace ooc::detail {
 
 class MappedArrayAccess {
@@ -17,6 +20,14 @@ class MappedArrayAccess {
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
   /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
+
+  /// The temporary file a pending output from create_npy is written to until commit().
+  static std::filesystem::path pending_path(const MappedArray& array);
+  /// Maps `window` of the pending output `temp` that another process created (an MPI
+  /// rank's part of it) for writing; errors name `final_path`. The file stays its
+  /// creator's to rename or remove: commit() only flushes and fsyncs.
+  static MappedArray map_output_part(const std::filesystem::path& temp, const std::string& final_path,
+                                     ElementRange window);
 };
 
 }  // namespace ooc::detail

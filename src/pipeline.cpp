@@ -11,13 +11,13 @@ namespace ooc::detail {
 
 Streams::Streams(const TilePlan& plan, const PipelineOptions& options)
     : plan_(plan), depth_(static_cast<std::size_t>(std::max(0, options.prefetch))),
-      populate_(options.populate) {}
+      populate_(options.populate), committed_(plan.begin()) {}
 
 void Streams::add_input(const MappedArray& array) { streams_.push_back({&array, false, 0}); }
 void Streams::add_output(const MappedArray& array) { streams_.push_back({&array, true, 0}); }
 
-void Streams::prefetch(std::size_t index) {
-  const std::size_t horizon = std::min(plan_.size(), index + depth_ + 1);
+void Streams::prefetch(std::size_t position) {
+  const std::size_t horizon = std::min(plan_.size(), position + depth_ + 1);
   for (; advised_ < horizon; ++advised_) {
     const Tile tile = plan_[advised_];
     for (const Stream& s : streams_)
@@ -31,8 +31,8 @@ void Streams::populate(const Tile& tile) const {
     if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::populate_read);
 }
 
-void Streams::release(std::size_t index) {
-  const Tile tile = plan_[index];
+void Streams::release(std::size_t position) {
+  const Tile tile = plan_[position];
   for (Stream& s : streams_) {
     if (s.output) MappedArrayAccess::start_writeback(*s.array, committed_, tile.end);
     MappedArrayAccess::drop_pages_before(*s.array, tile.end, &s.dropped_to);

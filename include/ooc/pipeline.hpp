@@ -31,6 +31,9 @@ struct PipelineOptions {
   int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
   bool populate = false;                      ///< fill a tile's input page table before its kernel runs
+  /// Only these tiles of the array's plan are processed (a reduction then gives the
+  /// answer for the elements they cover); MPI runs give each rank its share this way.
+  TileRange tiles;
   /// Called from the commit stage after each tile, in tile order.
   std::function<void(const Progress&)> on_progress;
   /// When set (from a signal handler, say), the run stops handing out tiles and throws
@@ -48,13 +51,13 @@ class Streams {
   Streams(const TilePlan& plan, const PipelineOptions& options);
   void add_input(const MappedArray& array);
   void add_output(const MappedArray& array);
-  /// Serial prefetch stage, before tile `index` goes to a kernel.
-  void prefetch(std::size_t index);
+  /// Serial prefetch stage, before the tile at `position` in the plan goes to a kernel.
+  void prefetch(std::size_t position);
   /// Kernel stage, on the thread about to process the tile: maps its input pages in one
   /// call rather than a page fault per few pages.
   void populate(const Tile& tile) const;
-  /// Serial commit stage, after tile `index` is merged.
-  void release(std::size_t index);
+  /// Serial commit stage, after the tile at `position` in the plan is merged.
+  void release(std::size_t position);
 
  private:
   struct Stream {
@@ -66,8 +69,8 @@ class Streams {
   std::size_t depth_;
   bool populate_;
   std::vector<Stream> streams_;
-  std::size_t advised_ = 0;       // tiles [0, advised_) have been requested
-  std::int64_t committed_ = 0;    // elements [0, committed_) are finished
+  std::size_t advised_ = 0;       // tile positions [0, advised_) have been requested
+  std::int64_t committed_;        // elements [plan_.begin(), committed_) are finished
 };
 
 /// The thread count a run uses for `requested` (0: every core).
@@ -86,6 +89,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
                   Kernel&& kernel, Commit&& commit) {
   using Result = std::invoke_result_t<Kernel&, const Tile&>;
   struct InFlight {
+    std::size_t position;  // in the plan, which may be a part of the array's plan
     Tile tile;
     Result result;
   };
@@ -96,7 +100,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();
-  std::size_t next = 0;
+  std::size_t next = 0;  // position of the next tile to hand out
   auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
   auto throw_cancelled = [&] {
     throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
@@ -107,28 +111,29 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
     namespace tbb = oneapi::tbb;
     tbb::parallel_pipeline(
         tokens,
-        tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
-                                     [&](tbb::flow_control& control) -> Tile {
-                                       if (next == plan.size() || cancelled()) {
-                                         control.stop();
-                                         return {};
-                                       }
-                                       streams.prefetch(next);
-                                       return plan[next++];
-                                     }) &
-            tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
+        tbb::make_filter<void, std::size_t>(tbb::filter_mode::serial_in_order,
+                                            [&](tbb::flow_control& control) -> std::size_t {
+                                              if (next == plan.size() || cancelled()) {
+                                                control.stop();
+                                                return 0;
+                                              }
+                                              streams.prefetch(next);
+                                              return next++;
+                                            }) &
+            tbb::make_filter<std::size_t, std::shared_ptr<InFlight>>(
                 tbb::filter_mode::parallel,
-                [&](const Tile& tile) {
+                [&](std::size_t position) {
+                  const Tile tile = plan[position];
                   streams.populate(tile);
-                  return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
+                  return std::make_shared<InFlight>(InFlight{position, tile, kernel(tile)});
                 }) &
             tbb::make_filter<std::shared_ptr<InFlight>, void>(
                 tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
                   if (cancelled()) throw_cancelled();
                   commit(done->tile, std::move(done->result));
-                  streams.release(done->tile.index);
+                  streams.release(done->position);
                   ++progress.tiles_done;
-                  progress.elements_done = done->tile.end;
+                  progress.elements_done = done->tile.end - plan.begin();
                   if (options.on_progress) options.on_progress(progress);
                 }));
   });

@@ -5,7 +5,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev python3-numpy)
+PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev python3-numpy
+          libopenmpi-dev openmpi-bin)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

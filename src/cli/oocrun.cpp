@@ -1,5 +1,6 @@
 // oocrun: argument parsing and dispatch, nothing else.
 
+#include "cli/job.hpp"
 #include "cli/options.hpp"
 #include "ooc/ooc.hpp"
 
@@ -121,8 +122,7 @@ std::string shape_json(const ooc::Shape& shape) {
 }
 
 int run_info(const std::string& path, bool json) {
-  const ooc::MappedArray a = ooc::map_file(path);
-  const ooc::ArrayInfo& info = a.info();
+  const ooc::ArrayInfo info = ooc::read_info(path);
   const std::string order = info.order == ooc::Order::c ? "C" : "F";
   if (json) {
     std::cout << "{\"path\": " << ooc::cli::json_string(path) << ", \"format\": \"" << info.format
@@ -140,7 +140,7 @@ int run_info(const std::string& path, bool json) {
   return 0;
 }
 
-int run_apply(const Common& common, const std::string& op_spec, const std::string& path,
+int run_apply(const ooc::cli::Job& job, const Common& common, const std::string& op_spec, const std::string& path,
               const std::string& out_path, bool in_place, bool json) {
   const auto op = ooc::kernels::ElementwiseOp::parse(op_spec);
   ooc::PipelineOptions options = pipeline_options(common);
@@ -150,25 +150,25 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
   std::uint64_t bytes = 0;
   ooc::Shape shape;
   if (in_place) {
-    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    ooc::MappedArray a = job.map_input(path, ooc::Access::read_write, options);
     ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
     options.on_progress = std::ref(progress);
-    op.apply(a, a, options);
-    a.commit();
+    job.apply(op, a, a, options);
+    job.commit(a);
     written = path;
     result_dtype = a.dtype();
     bytes = a.nbytes();
     shape = a.shape();
   } else {
-    const ooc::MappedArray a = ooc::map_file(path);
+    const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
-    ooc::MappedArray out = ooc::create_npy(out_path, op.result_dtype(a.dtype()).native(), a.shape(), a.order());
+    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype()).native(), a);
     ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
     options.on_progress = std::ref(progress);
-    op.apply(a, out, options);
-    out.commit();
+    job.apply(op, a, out, options);
+    job.commit(out);
     written = out_path;
     result_dtype = out.dtype();
     bytes = a.nbytes();
@@ -186,14 +186,15 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
   return 0;
 }
 
-int run_reduce(const Common& common, const std::string& op_name, const std::string& path, bool json) {
+int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string& op_name, const std::string& path,
+               bool json) {
   const auto op = ooc::kernels::ReduceOp::parse(op_name);
   ooc::PipelineOptions options = pipeline_options(common);
-  const ooc::MappedArray a = ooc::map_file(path);
+  const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
   ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
   options.on_progress = std::ref(progress);
   const auto start = std::chrono::steady_clock::now();
-  const ooc::Scalar value = op.run(a, options);
+  const ooc::Scalar value = job.reduce(op, a, options);
   const double seconds = seconds_since(start);
   if (json) {
     std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"value\": " << value.to_json()
@@ -211,6 +212,21 @@ int run_reduce(const Common& common, const std::string& op_name, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before MPI starts its threads (under mpirun), so that they block these signals too.
+  start_signal_watch();
+  std::unique_ptr<ooc::cli::Job> job;
+  try {
+    job = ooc::cli::Job::start(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "oocrun: " << one_line(e.what()) << "\n";
+    return kExitRuntime;
+  }
+  if (!job->prints()) {
+    // Under MPI every rank runs this same command; rank 0 alone speaks for them all.
+    std::cout.setstate(std::ios::badbit);
+    std::cerr.setstate(std::ios::badbit);
+  }
+
   CLI::App app{"oocrun: stream arrays larger than memory through kernels, tile by tile"};
   app.require_subcommand(1);
   Common common;
@@ -266,11 +282,11 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  start_signal_watch();
+  if (!job->prints()) common.progress = false;
   try {
     if (info->parsed()) return run_info(path, json);
-    if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
-    return run_reduce(common, op, path, json);
+    if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, json);
+    return run_reduce(*job, common, op, path, json);
   } catch (const ooc::Cancelled& e) {
     const int sig = g_signal.load();
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";

@@ -1,6 +1,7 @@
 // add_constant: OUT = IN + C, element by element, for arrays larger than memory.
 //
-//   add_constant IN.npy OUT.npy C [--tile-bytes BYTES]
+//   add_constant IN OUT C [--tile-bytes BYTES]
+// IN and OUT are .npy paths or HDF5 datasets ("run.h5:/sim/pressure").
 //
 // The elementwise example: a user lambda over Eigen arrays, streamed tile by tile.
 //
@@ -39,7 +40,7 @@ std::uint64_t parse_size(std::string_view text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string_view usage = "usage: add_constant IN.npy OUT.npy C [--tile-bytes BYTES]";
+  const std::string_view usage = "usage: add_constant IN OUT C [--tile-bytes BYTES]";
   ooc::PipelineOptions options;
   std::vector<std::string> args;
   ooc::kernels::PyScalar constant;
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
       if (arg == "--tile-bytes" && i + 1 < argc) options.tile_bytes = parse_size(argv[++i]);
       else args.emplace_back(arg);
     }
-    if (args.size() != 3) throw std::invalid_argument("expected IN.npy OUT.npy C");
+    if (args.size() != 3) throw std::invalid_argument("expected IN OUT C");
     constant = ooc::kernels::PyScalar::parse(args[2]);
   } catch (const std::invalid_argument& e) {
     std::cerr << "add_constant: " << e.what() << " (" << usage << ")\n";
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
     // Same shape and memory order as IN, so element i of OUT's bytes is element i of
     // IN's, and the kernel never needs to know about strides. OUT is pre-allocated now
     // (a full disk fails here, not halfway) and written under a temporary name.
-    ooc::MappedArray out = ooc::create_npy(args[1], dtype, in.shape(), in.order());
+    ooc::MappedArray out = ooc::create_array(args[1], dtype, in.shape(), in.order());
 
     // The kernel: one generic lambda, instantiated for every element type T that
     // ooc::transform might compute in. x is an Eigen array of T (up to kBlockElements

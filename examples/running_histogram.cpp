@@ -1,6 +1,7 @@
 // running_histogram: the counts of a fixed-range histogram of an array larger than memory.
 //
-//   running_histogram IN.npy BINS LO HI [--tile-bytes BYTES]
+//   running_histogram IN BINS LO HI [--tile-bytes BYTES]
+// IN is a .npy path or an HDF5 dataset ("run.h5:/sim/pressure", chunked ones too).
 //
 // The reduction example: a custom reduction kernel (State, partial, merge, result),
 // streamed tile by tile. It prints one line of JSON, the list of BINS counts:
@@ -133,7 +134,7 @@ double parse_finite(std::string_view what, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string_view usage = "usage: running_histogram IN.npy BINS LO HI [--tile-bytes BYTES]";
+  const std::string_view usage = "usage: running_histogram IN BINS LO HI [--tile-bytes BYTES]";
   ooc::PipelineOptions options;
   std::vector<std::string> args;
   std::int64_t bins = 0;
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
         options.tile_bytes = static_cast<std::uint64_t>(parse_positive("--tile-bytes", argv[++i]));
       else args.emplace_back(arg);
     }
-    if (args.size() != 4) throw std::invalid_argument("expected IN.npy BINS LO HI");
+    if (args.size() != 4) throw std::invalid_argument("expected IN BINS LO HI");
     bins = parse_positive("BINS", args[1]);
     lo = parse_finite("LO", args[2]);
     hi = parse_finite("HI", args[3]);

@@ -82,8 +82,15 @@ struct BlockedSum {
     if constexpr (std::is_integral_v<Acc>) {
       // Unsigned arithmetic wraps by definition; the cast back gives numpy's int64 wrap.
       std::uint64_t sum = 0;
-      const auto* p = x.data();
-      for (std::int64_t i = 0; i < x.size(); ++i) sum += static_cast<std::uint64_t>(static_cast<Acc>(p[i]));
+      using Value = typename Values::Scalar;
+      if constexpr (std::is_same_v<Value, bool>) {
+        // Any nonzero byte is True to numpy; reading a byte of 2 as a C++ bool is not defined.
+        const auto* p = reinterpret_cast<const std::uint8_t*>(x.data());
+        for (std::int64_t i = 0; i < x.size(); ++i) sum += p[i] != 0;
+      } else {
+        const auto* p = x.data();
+        for (std::int64_t i = 0; i < x.size(); ++i) sum += static_cast<std::uint64_t>(static_cast<Acc>(p[i]));
+      }
       total = static_cast<Total>(static_cast<std::uint64_t>(total) + sum);
     } else {
       blocks.push_back(pairwise_sum<Acc>(x.data(), x.size()));
@@ -172,7 +179,12 @@ struct ExtremumKernel {
   void partial(Extremum<T>& s, const ConstArrayMap<T>& x) const {
     if (x.size() == 0) return;
     T m;
-    if constexpr (std::is_same_v<T, bool>) m = kMin ? x.all() : x.any();
+    if constexpr (std::is_same_v<T, bool>) {
+      // As bytes: any nonzero byte is True to numpy (a C++ bool must be 0 or 1).
+      const auto bytes = Eigen::Map<const Eigen::Array<std::uint8_t, Eigen::Dynamic, 1>>(
+          reinterpret_cast<const std::uint8_t*>(x.data()), x.size());
+      m = kMin ? (bytes != 0).all() : (bytes != 0).any();
+    }
     else if constexpr (is_floating_v<T>) m = kMin ? x.template minCoeff<Eigen::PropagateNaN>()
                                                   : x.template maxCoeff<Eigen::PropagateNaN>();
     else m = kMin ? x.minCoeff() : x.maxCoeff();

@@ -5,8 +5,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev python3-numpy
-          libopenmpi-dev openmpi-bin)
+PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev libhdf5-dev
+          python3-numpy python3-dask python3-h5py libopenmpi-dev openmpi-bin)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -1,14 +1,20 @@
 #include "ooc/mapped_array.hpp"
 
+#include "format/hdf5.hpp"
 #include "format/npy.hpp"
 #include "mapped_array_access.hpp"
+#include "os/direct_io.hpp"
 #include "os/file.hpp"
+#include "tile_reader.hpp"
 
 #include <boost/interprocess/mapped_region.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <random>
 #include <vector>
 
 namespace bip = boost::interprocess;
@@ -39,50 +45,60 @@ struct MappedArray::Impl {
   ArrayInfo info;
   bool writable = false;
   os::UniqueFd fd;
-  ElementRange window{0, 0};  // the elements mapped
-  bip::mapped_region region;  // empty when the window holds no bytes
+  ElementRange window{0, 0};  // the elements mapped (all of them when not mapped)
+  bip::mapped_region region;  // empty when the window holds no bytes or is not mapped
   std::byte* data = nullptr;  // first byte of element window.begin
-  std::filesystem::path temp_path;  // non-empty while an output is pending
+  std::filesystem::path temp_path;  // a new file's temporary name until commit
+  std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
+  // An output not yet committed: `publish` gives it its final name once the data is
+  // durable; `discard` removes every trace of it if that never happens.
+  std::function<void()> publish;
+  std::function<void()> discard;
 
   ~Impl() {
-    if (!temp_path.empty()) {
+    if (discard) {
       region = bip::mapped_region();
-      std::error_code ignored;
-      std::filesystem::remove(temp_path, ignored);
+      fd = os::UniqueFd();
+      try {
+        discard();
+      } catch (...) {
+        // A destructor cannot report; what is left is a hidden temporary at worst.
+      }
     }
   }
 
-  // Opens the file and reads and checks its header: everything map_file does but mapping.
-  void open(const std::string& name, Access access) {
-    path = name;
-    writable = access == Access::read_write;
-    fd = os::open_existing(name, writable);
-    const std::uint64_t file_size = os::file_size(fd.get(), name);
-
-    std::array<std::byte, npy::kPreambleBytes> preamble{};
-    const std::size_t got = os::read_at(fd.get(), preamble.data(), preamble.size(), 0, name);
-    npy::Header header;
-    try {
-      if (got < 10) throw npy::FormatError("not a .npy file (only " + std::to_string(file_size) + " bytes)");
-      const std::uint64_t length = npy::prefix_length(std::span(preamble).first(got));
-      if (length > file_size)
-        throw npy::FormatError("header length " + std::to_string(length) +
-                               " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
-      if (length > npy::kMaxHeaderBytes + npy::kPreambleBytes)
-        throw npy::FormatError("header of " + std::to_string(length) + " bytes is too large");
-      std::vector<std::byte> prefix(length);
-      os::read_at(fd.get(), prefix.data(), prefix.size(), 0, name);
-      header = npy::parse_header(prefix, file_size);
-    } catch (const npy::FormatError& e) {
-      throw Error(name, e.what());
-    }
-    info.format = "npy";
-    info.format_version = std::to_string(header.major_version) + ".0";
-    info.dtype = header.dtype;
-    info.shape = header.shape;
-    info.order = header.order;
-    info.data_offset = header.data_offset;
+  // A writable array about to be created under `path`; the shape must fit in int64 bytes.
+  static std::unique_ptr<Impl> output(const std::string& path, const std::string& format, DType dtype,
+                                      const Shape& shape, Order order) {
+    const auto count = element_count(shape);
+    std::int64_t bytes = 0;
+    if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
+      throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->writable = true;
+    impl->info.format = format;
+    impl->info.dtype = dtype;
+    impl->info.shape = shape;
+    impl->info.order = order;
+    return impl;
   }
+
+  // Creates the file as a temporary beside `final_path`: renamed over it on commit,
+  // removed if the array is dropped first.
+  void create_beside(const std::string& final_path, std::filesystem::path& temp) {
+    fd = os::create_temp_beside(final_path, temp);
+    temp_path = temp;
+    discard = [temp] { std::filesystem::remove(temp); };
+    publish = [temp, final_path] {
+      os::rename_file(temp, final_path);
+      os::sync_directory(std::filesystem::path(final_path).parent_path());
+    };
+  }
+
+  // Opens the array `name` names and reads where its bytes are: everything map_file does
+  // but mapping. A chunked or compressed HDF5 dataset gets its tile reader.
+  void open(const std::string& name, Access access);
 
   // The address of element `index` of the array, clamped to the mapped window.
   std::uintptr_t address_of(std::int64_t index) const {
@@ -119,10 +135,13 @@ MappedArray::~MappedArray() = default;
 const ArrayInfo& MappedArray::info() const { return impl_->info; }
 const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
-bool MappedArray::pending() const { return !impl_->temp_path.empty(); }
+bool MappedArray::mapped() const { return impl_->reader == nullptr; }
+bool MappedArray::pending() const { return static_cast<bool>(impl_->publish); }
 ElementRange MappedArray::window() const { return impl_->window; }
 
 std::span<const std::byte> MappedArray::bytes() const& {
+  if (impl_->reader)
+    throw UsageError(impl_->path, "is read tile by tile, not mapped: use transform, reduce or for_each_tile");
   return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
@@ -145,18 +164,105 @@ void MappedArray::commit() {
   if (m.region.get_size() > 0 && !m.region.flush(0, 0, /*async=*/false))
     throw Error(m.path, "flushing the mapped data failed");
   os::sync_file(m.fd.get(), m.path);
-  if (!m.temp_path.empty()) {
-    const std::filesystem::path final_path(m.path);
-    os::rename_file(m.temp_path, final_path);
-    m.temp_path.clear();
-    os::sync_directory(final_path.parent_path());
+  if (m.publish) {
+    m.publish();
+    m.publish = nullptr;
+    m.discard = nullptr;
+  }
+}
+
+namespace {
+
+std::string dataset_names(const std::string& file) {
+  std::string names;
+  for (const hdf5::DatasetInfo& d : hdf5::list(file)) names += (names.empty() ? "" : ", ") + d.name;
+  return names.empty() ? "it holds none" : "datasets: " + names;
+}
+
+// Where the bytes of an HDF5 dataset are, checked to be inside the file; `streamed` is
+// set for a dataset that is read tile by tile instead.
+ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, int fd, bool& streamed) {
+  const hdf5::DatasetInfo dataset = hdf5::describe(where.file, where.dataset);
+  if (!dataset.readable) throw Error(path, "cannot be read: " + dataset.why_not_mappable);
+  streamed = !dataset.mappable;
+  ArrayInfo info;
+  info.format = "hdf5";
+  info.dtype = *dataset.dtype;
+  info.shape = dataset.shape;
+  info.order = Order::c;  // HDF5 stores every dataset in C order
+  info.data_offset = dataset.offset.value_or(0);
+  const std::uint64_t file_size = os::file_size(fd, path);
+  if (!streamed && info.data_offset + info.nbytes() > file_size)
+    throw Error(path, "dataset's bytes run past the end of the file (" + std::to_string(file_size) + " bytes)");
+  return info;
+}
+
+// Where the bytes of a .npy file's array are, from its header.
+ArrayInfo npy_layout(const std::string& path, int fd) {
+  const std::uint64_t file_size = os::file_size(fd, path);
+  std::array<std::byte, npy::kPreambleBytes> preamble{};
+  const std::size_t got = os::read_at(fd, preamble.data(), preamble.size(), 0, path);
+  npy::Header header;
+  try {
+    if (got < 10) throw npy::FormatError("not a .npy file (only " + std::to_string(file_size) + " bytes)");
+    const std::uint64_t length = npy::prefix_length(std::span(preamble).first(got));
+    if (length > file_size)
+      throw npy::FormatError("header length " + std::to_string(length) +
+                             " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
+    if (length > npy::kMaxHeaderBytes + npy::kPreambleBytes)
+      throw npy::FormatError("header of " + std::to_string(length) + " bytes is too large");
+    std::vector<std::byte> prefix(length);
+    os::read_at(fd, prefix.data(), prefix.size(), 0, path);
+    header = npy::parse_header(prefix, file_size);
+  } catch (const npy::FormatError& e) {
+    throw Error(path, e.what());
+  }
+  ArrayInfo info;
+  info.format = "npy";
+  info.format_version = std::to_string(header.major_version) + ".0";
+  info.dtype = header.dtype;
+  info.shape = header.shape;
+  info.order = header.order;
+  info.data_offset = header.data_offset;
+  return info;
+}
+
+std::string random_suffix() {
+  std::random_device seed;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(std::mt19937_64(seed())()));
+  return text;
+}
+
+}  // namespace
+
+void MappedArray::Impl::open(const std::string& name, Access access) {
+  const auto dataset = hdf5::split(name);
+  const std::string file = dataset ? dataset->file : name;
+  path = name;
+  writable = access == Access::read_write;
+  fd = os::open_existing(file, writable);
+  if (dataset) {
+    if (!hdf5::is_hdf5_file(file))
+      throw Error(file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
+    bool streamed = false;
+    info = hdf5_layout(name, *dataset, fd.get(), streamed);
+    if (streamed) {
+      if (writable) throw UsageError(name, "a chunked or compressed dataset cannot be modified in place");
+      reader = hdf5::open_reader(file, dataset->dataset);
+      window = ElementRange{0, info.size()};  // read tile by tile, wherever the tiles are
+    }
+  } else if (hdf5::is_hdf5_file(file)) {
+    throw UsageError(name, "is an HDF5 file: name a dataset, as " + name + ":/name (" + dataset_names(name) + ")");
+  } else {
+    info = npy_layout(name, fd.get());
   }
 }
 
 MappedArray map_file(const std::string& path, Access access, ElementRange window) {
   auto impl = std::make_unique<MappedArray::Impl>();
   impl->open(path, access);
-  impl->map(window);
+  if (!impl->reader) impl->map(window);
   return MappedArray(std::move(impl));
 }
 
@@ -168,28 +274,93 @@ ArrayInfo read_info(const std::string& path) {
 
 MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order,
                        ElementRange window) {
-  const auto count = element_count(shape);
-  std::int64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
-    throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
+  auto impl = MappedArray::Impl::output(path, "npy", dtype, shape, order);
   if (std::filesystem::is_directory(path)) throw Error(path, "is a directory");
-
-  auto impl = std::make_unique<MappedArray::Impl>();
-  impl->path = path;
-  impl->writable = true;
-  impl->info.format = "npy";
-  impl->info.dtype = dtype;
-  impl->info.shape = shape;
-  impl->info.order = order;
   const std::string header = npy::make_header(dtype, shape, order);
   impl->info.format_version = std::to_string(static_cast<int>(header[6])) + ".0";
   impl->info.data_offset = header.size();
-
-  impl->fd = os::create_temp_beside(path, impl->temp_path);  // removed by ~Impl on failure
+  std::filesystem::path temp;
+  impl->create_beside(path, temp);
   os::write_at(impl->fd.get(), header.data(), header.size(), 0, path);
-  os::preallocate(impl->fd.get(), header.size() + static_cast<std::uint64_t>(bytes), path);
+  os::preallocate(impl->fd.get(), header.size() + impl->info.nbytes(), path);
   impl->map(window);
   return MappedArray(std::move(impl));
+}
+
+MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite) {
+  const auto where = hdf5::split(path);
+  if (!where) throw UsageError(path, "an HDF5 output is named FILE.h5:/dataset");
+  auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
+  const std::string& file = where->file;
+  const bool existing = std::filesystem::exists(file);
+  if (existing) {
+    if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
+    if (hdf5::exists(file, where->dataset) && !overwrite)
+      throw UsageError(path, "dataset already exists (--overwrite replaces it)");
+    // Written under a hidden name inside the file and renamed when complete; the file's
+    // other objects are never touched.
+    const std::string temp = "/.ooc-" + random_suffix();
+    const std::string final_name = where->dataset;
+    impl->discard = [file, temp] { hdf5::delete_dataset(file, temp); };
+    impl->info.data_offset = hdf5::create_dataset(file, temp, dtype, shape);
+    impl->publish = [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); };
+    impl->fd = os::open_existing(file, true);
+  } else {
+    // A new file is built under a temporary name beside it and renamed when complete.
+    std::filesystem::path temp;
+    impl->create_beside(file, temp);
+    impl->info.data_offset = hdf5::create_dataset(temp.string(), where->dataset, dtype, shape);
+  }
+  // HDF5 only reserved the range in its own books: reserve the disk blocks now.
+  os::preallocate_range(impl->fd.get(), impl->info.data_offset, impl->info.nbytes(), path);
+  impl->map({});
+  return MappedArray(std::move(impl));
+}
+
+std::vector<ArrayEntry> describe(const std::string& path) {
+  auto from_hdf5 = [](const std::string& file, const hdf5::DatasetInfo& d) {
+    ArrayEntry e;
+    e.path = file + ":" + d.name;
+    e.info.format = "hdf5";
+    e.info.shape = d.shape;
+    e.info.order = Order::c;
+    e.info.data_offset = d.offset.value_or(0);
+    e.supported = d.dtype.has_value();
+    if (d.dtype) e.info.dtype = *d.dtype;
+    e.type = d.type_text;
+    e.layout = d.layout;
+    e.filters = d.filters;
+    e.readable = d.readable;
+    e.mappable = d.mappable;
+    e.why_not_mappable = d.why_not_mappable;
+    return e;
+  };
+  if (const auto dataset = hdf5::split(path)) {
+    os::open_existing(dataset->file, false);
+    if (!hdf5::is_hdf5_file(dataset->file))
+      throw Error(dataset->file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
+    return {from_hdf5(dataset->file, hdf5::describe(dataset->file, dataset->dataset))};
+  }
+  const os::UniqueFd fd = os::open_existing(path, false);
+  if (hdf5::is_hdf5_file(path)) {
+    std::vector<ArrayEntry> entries;
+    for (const hdf5::DatasetInfo& d : hdf5::list(path)) entries.push_back(from_hdf5(path, d));
+    return entries;
+  }
+  ArrayEntry e;
+  e.path = path;
+  e.info = npy_layout(path, fd.get());
+  e.type = e.info.dtype.name();
+  return {e};
+}
+
+MappedArray create_array(const std::string& path, DType dtype, const Shape& shape, Order order, bool overwrite) {
+  if (hdf5::split(path)) {
+    if (order == Order::fortran && shape.size() > 1)
+      throw UsageError(path, "HDF5 datasets are stored in C order; a Fortran-order array cannot be written to one");
+    return create_hdf5(path, dtype, shape, overwrite);
+  }
+  return create_npy(path, dtype, shape, order);
 }
 
 namespace detail {
@@ -215,6 +386,21 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   if (to <= from) return;
   os::advise(reinterpret_cast<const void*>(from), to - from, os::Advice::dont_need);
   *mark = to;
+}
+
+TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader.get(); }
+
+int MappedArrayAccess::fd(const MappedArray& array) { return array.impl_->fd.get(); }
+
+std::optional<os::UniqueFd> MappedArrayAccess::reopen_direct(const MappedArray& array, bool writable) {
+  return os::reopen_direct(array.impl_->fd.get(), writable);
+}
+
+std::byte* MappedArrayAccess::writable_data(const MappedArray& array) { return array.impl_->data; }
+
+double MappedArrayAccess::cached_fraction(const MappedArray& array) {
+  const MappedArray::Impl& m = *array.impl_;
+  return m.data ? os::cached_fraction(m.data, m.region.get_size()) : 1.0;
 }
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {

@@ -3,7 +3,11 @@
 // element ranges, and the file descriptor for write-back.
 
 #include "ooc/mapped_array.hpp"
+#include "os/file.hpp"
 #include "os/memory.hpp"
+#include "tile_reader.hpp"
+
+#include <optional>
 
 #include <filesystem>
 #include <string>
@@ -18,6 +22,16 @@ class MappedArrayAccess {
   /// and lie at or after `*mark` (an address; 0 means the start of the data), then moves
   /// the mark. Pages stay in the page cache, dirty ones too.
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
+  /// The reader of an array that is not mapped.
+  static TileReader* reader(const MappedArray& array);
+  /// The array's file descriptor, and the same file opened again with O_DIRECT (nothing
+  /// where the file system does not allow it).
+  static int fd(const MappedArray& array);
+  static std::optional<os::UniqueFd> reopen_direct(const MappedArray& array, bool writable);
+  /// The mapped bytes of a writable array (no check: the pipeline checked it).
+  static std::byte* writable_data(const MappedArray& array);
+  /// How much of the array's mapping is in the page cache (0..1).
+  static double cached_fraction(const MappedArray& array);
   /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
 

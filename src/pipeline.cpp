@@ -1,43 +1,188 @@
 #include "ooc/pipeline.hpp"
 
 #include "mapped_array_access.hpp"
+#include "os/direct_io.hpp"
+#include "tile_reader.hpp"
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ooc::detail {
 
+std::size_t tokens(const PipelineOptions& options) {
+  return static_cast<std::size_t>(resolve_threads(options.threads)) *
+         static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+}
+
+namespace {
+
+// New outputs smaller than this are written through the mapping: O_DIRECT pays off on
+// streams, not on a few blocks.
+constexpr std::uint64_t kDirectOutputMinBytes = 64ull << 20;
+
+}  // namespace
+
+struct Streams::Impl {
+  struct Stream {
+    const MappedArray* array;
+    bool output;
+    std::uintptr_t dropped_to = 0;  // pages below this address are no longer resident
+    // Not read through the mapping: the array's own reader (HDF5), or a direct one.
+    detail::TileReader* reader = nullptr;
+    std::unique_ptr<detail::TileReader> own_reader;
+    std::unique_ptr<os::DirectWriter> writer;
+    // One buffer per tile in flight: buffer k serves the tile whose index % slots == k.
+    // Tile i always commits before tile i + slots enters, so no buffer is ever shared.
+    std::vector<detail::AlignedBuffer> buffers;
+    std::vector<const std::byte*> starts;  // where each buffer's tile begins
+    bool buffered() const { return reader != nullptr || writer != nullptr; }
+  };
+
+  const TilePlan& plan;
+  std::size_t slots;
+  std::size_t depth;
+  bool populate;
+  Io io;
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::size_t advised = 0;       // tile positions [0, advised) have been requested
+  std::int64_t committed;        // elements [plan.begin(), committed) are finished
+
+  Stream& add(const MappedArray& array, bool output) {
+    for (auto& s : streams)
+      if (s->array == &array) {  // in place: one stream, read and written through the mapping
+        s->output = true;
+        s->reader = nullptr;
+        s->own_reader.reset();
+        s->buffers.clear();
+        return *s;
+      }
+    streams.push_back(std::make_unique<Stream>());
+    Stream& s = *streams.back();
+    s.array = &array;
+    s.output = output;
+    return s;
+  }
+
+  void make_buffers(Stream& s) {
+    s.buffers.resize(slots);
+    s.starts.assign(slots, nullptr);
+  }
+
+  const Stream& find(const MappedArray& array) const {
+    for (const auto& s : streams)
+      if (s->array == &array) return *s;
+    throw std::logic_error("array is not one of this run's streams");
+  }
+
+  bool read_directly(const MappedArray& array) const {
+    if (io == Io::mapped || array.nbytes() == 0) return false;
+    if (io == Io::direct) return true;
+    // Automatic: a cold file larger than this process's memory cannot stay cached anyway,
+    // and O_DIRECT reads it about twice as fast as page faults and readahead do.
+    return array.nbytes() > os::memory_limit() &&
+           MappedArrayAccess::cached_fraction(array) < 0.5;
+  }
+};
+
 Streams::Streams(const TilePlan& plan, const PipelineOptions& options)
-    : plan_(plan), depth_(static_cast<std::size_t>(std::max(0, options.prefetch))),
-      populate_(options.populate), committed_(plan.begin()) {}
+    : impl_(new Impl{plan, tokens(options), static_cast<std::size_t>(std::max(0, options.prefetch)),
+                     options.populate, options.io, {}, 0, plan.begin()}) {}
 
-void Streams::add_input(const MappedArray& array) { streams_.push_back({&array, false, 0}); }
-void Streams::add_output(const MappedArray& array) { streams_.push_back({&array, true, 0}); }
+Streams::~Streams() = default;
 
-void Streams::prefetch(std::size_t position) {
-  const std::size_t horizon = std::min(plan_.size(), position + depth_ + 1);
-  for (; advised_ < horizon; ++advised_) {
-    const Tile tile = plan_[advised_];
-    for (const Stream& s : streams_)
-      if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::will_need);
+void Streams::add_input(const MappedArray& array) {
+  Impl::Stream& s = impl_->add(array, false);
+  if (!array.mapped()) {
+    s.reader = MappedArrayAccess::reader(array);
+  } else if (impl_->read_directly(array)) {
+    if (auto fd = MappedArrayAccess::reopen_direct(array, false)) {
+      s.own_reader = std::make_unique<os::DirectReader>(std::move(*fd), array.info().data_offset,
+                                                        array.dtype().itemsize(), array.path());
+      s.reader = s.own_reader.get();
+    }
+  }
+  if (s.buffered()) impl_->make_buffers(s);
+}
+
+void Streams::add_output(const MappedArray& array) {
+  const bool in_place = std::any_of(impl_->streams.begin(), impl_->streams.end(),
+                                    [&](const auto& s) { return s->array == &array; });
+  Impl::Stream& s = impl_->add(array, true);
+  // Only an output this process writes whole: an MPI rank's part shares its edge pages
+  // with the neighbours' mappings, and O_DIRECT must not write under a mapped page.
+  const bool whole = array.window().size() == array.size();
+  const bool direct = !in_place && whole && array.pending() && impl_->io != Io::mapped && array.nbytes() > 0 &&
+                      (impl_->io == Io::direct || array.nbytes() >= kDirectOutputMinBytes);
+  if (!direct) return;
+  if (auto fd = MappedArrayAccess::reopen_direct(array, true)) {
+    s.writer = std::make_unique<os::DirectWriter>(std::move(*fd), MappedArrayAccess::fd(array),
+                                                  array.info().data_offset, array.dtype().itemsize(), array.path());
+    impl_->make_buffers(s);
   }
 }
 
-void Streams::populate(const Tile& tile) const {
-  if (!populate_) return;
-  for (const Stream& s : streams_)
-    if (!s.output) MappedArrayAccess::advise(*s.array, tile.begin, tile.end, os::Advice::populate_read);
+const std::byte* Streams::input(const MappedArray& array, const Tile& tile) const {
+  const Impl::Stream& s = impl_->find(array);
+  if (s.reader) return s.starts[tile.index % impl_->slots];
+  // A mapping may hold a window of the array (an MPI rank's share) rather than all of it.
+  return array.bytes().data() +
+         static_cast<std::size_t>(tile.begin - array.window().begin) * static_cast<std::size_t>(array.dtype().itemsize());
+}
+
+std::byte* Streams::output(const MappedArray& array, const Tile& tile) const {
+  const Impl::Stream& s = impl_->find(array);
+  if (s.writer) return const_cast<std::byte*>(s.starts[tile.index % impl_->slots]);
+  return MappedArrayAccess::writable_data(array) +
+         static_cast<std::size_t>(tile.begin - array.window().begin) * static_cast<std::size_t>(array.dtype().itemsize());
+}
+
+void Streams::prefetch(std::size_t position) {
+  Impl& m = *impl_;
+  const Tile tile = m.plan[position];
+  const std::size_t slot = tile.index % m.slots;
+  for (auto& s : m.streams)
+    if (s->reader && !s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+  const std::size_t horizon = std::min(m.plan.size(), position + m.depth + 1);
+  for (; m.advised < horizon; ++m.advised) {
+    const Tile ahead = m.plan[m.advised];
+    for (auto& s : m.streams)
+      if (!s->output && !s->buffered())
+        MappedArrayAccess::advise(*s->array, ahead.begin, ahead.end, os::Advice::will_need);
+  }
+}
+
+void Streams::acquire(const Tile& tile) {
+  Impl& m = *impl_;
+  const std::size_t slot = tile.index % m.slots;
+  for (auto& s : m.streams) {
+    if (s->reader && s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+    if (s->writer) s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
+    if (m.populate && !s->output && !s->buffered())
+      MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_read);
+  }
 }
 
 void Streams::release(std::size_t position) {
-  const Tile tile = plan_[position];
-  for (Stream& s : streams_) {
-    if (s.output) MappedArrayAccess::start_writeback(*s.array, committed_, tile.end);
-    MappedArrayAccess::drop_pages_before(*s.array, tile.end, &s.dropped_to);
+  Impl& m = *impl_;
+  const Tile tile = m.plan[position];
+  for (auto& s : m.streams) {
+    if (s->writer) {
+      s->writer->write(tile.begin, tile.end, s->buffers[tile.index % m.slots]);
+      continue;
+    }
+    if (s->reader) continue;
+    if (s->output) MappedArrayAccess::start_writeback(*s->array, m.committed, tile.end);
+    MappedArrayAccess::drop_pages_before(*s->array, tile.end, &s->dropped_to);
   }
-  committed_ = tile.end;
+  m.committed = tile.end;
+}
+
+void Streams::finish() {
+  for (auto& s : impl_->streams)
+    if (s->writer) s->writer->finish();
 }
 
 int resolve_threads(int requested) {

@@ -1,6 +1,7 @@
 // src/os: file descriptors, temporaries, pre-allocation, syncing, and madvise.
 
 #include "ooc/error.hpp"
+#include "os/direct_io.hpp"
 #include "os/file.hpp"
 #include "os/memory.hpp"
 
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -110,4 +112,74 @@ TEST_CASE("dont_need drops only whole pages inside the range; will_need keeps th
   ooc::os::advise(bytes, 0, ooc::os::Advice::dont_need);  // empty range: nothing
   CHECK(bytes[0] == 1);
   ::munmap(p, 4 * page);
+}
+
+TEST_CASE("a direct writer writes tiles whose bytes start anywhere, keeping the bytes before them") {
+  ScratchDir dir;
+  const std::string path = dir.file("d.bin");
+  const std::uint64_t header = 100, items = 5000;  // 8-byte items: 40100 bytes in all
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << std::string(header, 'H');
+  }
+  const auto plain = ooc::os::open_existing(path, true);
+  ooc::os::preallocate(plain.get(), header + 8 * items, path);
+  auto direct = ooc::os::reopen_direct(plain.get(), true);
+  if (!direct) {
+    MESSAGE("this file system refuses O_DIRECT; nothing to test here");
+    return;
+  }
+  ooc::os::DirectWriter writer(std::move(*direct), plain.get(), header, 8, path);
+  ooc::detail::AlignedBuffer buffers[2];
+  const std::int64_t bounds[] = {0, 1000, 1001, 3333, 5000};  // tiles of odd sizes
+  for (int t = 0; t < 4; ++t) {
+    auto* place = reinterpret_cast<std::uint64_t*>(writer.place(bounds[t], bounds[t + 1], buffers[t % 2]));
+    for (std::int64_t i = bounds[t]; i < bounds[t + 1]; ++i) place[i - bounds[t]] = static_cast<std::uint64_t>(i) * 3;
+    writer.write(bounds[t], bounds[t + 1], buffers[t % 2]);
+  }
+  writer.finish();
+  std::vector<char> back(header + 8 * items);
+  REQUIRE(ooc::os::read_at(plain.get(), back.data(), back.size(), 0, path) == back.size());
+  CHECK(std::string(back.data(), header) == std::string(header, 'H'));
+  for (std::uint64_t i = 0; i < items; ++i) {
+    std::uint64_t v;
+    std::memcpy(&v, back.data() + header + 8 * i, 8);
+    if (v != i * 3) FAIL("element " << i << " is " << v);
+  }
+  CHECK_THROWS_AS(writer.write(0, 10, buffers[0]), std::logic_error);  // out of order
+}
+
+TEST_CASE("a direct reader returns any run of elements, and a short file is an error") {
+  ScratchDir dir;
+  const std::string path = dir.file("r.bin");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << std::string(77, 'x');
+    for (std::uint32_t i = 0; i < 10000; ++i) out.write(reinterpret_cast<const char*>(&i), 4);
+  }
+  const auto plain = ooc::os::open_existing(path, false);
+  auto direct = ooc::os::reopen_direct(plain.get(), false);
+  if (!direct) {
+    MESSAGE("this file system refuses O_DIRECT; nothing to test here");
+    return;
+  }
+  ooc::os::DirectReader reader(std::move(*direct), 77, 4, path);
+  CHECK(reader.concurrent());
+  ooc::detail::AlignedBuffer buffer;
+  for (auto [b, e] : {std::pair{0, 10000}, {1, 2}, {1023, 4097}, {9999, 10000}}) {
+    const std::byte* got = reader.read(b, e, buffer);
+    for (int i = b; i < e; ++i) {
+      std::uint32_t v;
+      std::memcpy(&v, got + 4 * (i - b), 4);
+      if (static_cast<int>(v) != i) FAIL("element " << i << " is " << v);
+    }
+  }
+  CHECK_THROWS_WITH_AS(reader.read(0, 20000, buffer), doctest::Contains("shrank"), ooc::Error);
+}
+
+TEST_CASE("the memory limit is at most the physical memory, and cached_fraction sees resident pages") {
+  CHECK(ooc::os::memory_limit() > 0);
+  CHECK(ooc::os::memory_limit() <= static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * ooc::os::page_size());
+  std::vector<char> touched(1 << 20, 1);
+  CHECK(ooc::os::cached_fraction(touched.data(), touched.size()) == doctest::Approx(1.0));
 }

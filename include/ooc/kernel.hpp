@@ -56,23 +56,21 @@ TilePlan plan_run(const MappedArray& array, const PipelineOptions& options);
 /// Throws UsageError if `array` does not map every element the tiles of `plan` cover.
 void check_mapped(const MappedArray& array, const TilePlan& plan);
 
-/// Calls f(block, values) for the consecutive blocks of `tile` of `array`, with the
-/// values as ConstArrayMap<C>: mapped in place when the array holds native C, else
-/// converted into a per-thread buffer, as numpy's ufunc buffering does.
+/// Calls f(block, values) for the consecutive blocks of `tile`, whose elements of dtype
+/// `dtype` start at `data`, with the values as ConstArrayMap<C>: in place when they are
+/// native C, else converted into a per-thread buffer, as numpy's ufunc buffering does.
 template <class C, class F>
-void visit_values_as(const MappedArray& array, const Tile& tile, F&& f) {
-  const std::size_t item = static_cast<std::size_t>(array.dtype().itemsize());
-  // Element i lives at base + i * item, whichever window of the array is mapped.
-  const std::byte* base = array.bytes().data() - static_cast<std::size_t>(array.window().begin) * item;
-  const bool direct = array.dtype() == dtype_of<C>;
+void visit_values_as(const std::byte* data, DType dtype, const Tile& tile, F&& f) {
+  const std::size_t item = static_cast<std::size_t>(dtype.itemsize());
+  const bool direct = dtype == dtype_of<C>;
   C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
-    const std::byte* src = base + static_cast<std::size_t>(at) * item;
+    const std::byte* src = data + static_cast<std::size_t>(at - tile.begin) * item;
     if (direct) {
       f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(reinterpret_cast<const C*>(src), n));
     } else {
-      convert(array.dtype(), src, dtype_of<C>, buffer, n);
+      convert(dtype, src, dtype_of<C>, buffer, n);
       f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(buffer, n));
     }
   }
@@ -145,17 +143,18 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
   detail::Streams streams(plan, options);
   if (&in != &out) streams.add_input(in);
   streams.add_output(out);
+  out.writable_bytes();  // throws for a read-only output
   const DType out_dtype = out.dtype();
   const bool out_direct = out_dtype == dtype_of<C>;
   const std::size_t out_item = static_cast<std::size_t>(out_dtype.itemsize());
-  std::byte* out_base = out.writable_bytes().data() - static_cast<std::size_t>(out.window().begin) * out_item;
   struct Done {};
   try {
     run_pipeline(
         plan, streams, options,
         [&](const Tile& tile) {
-          detail::visit_values_as<C>(in, tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
-            std::byte* dst = out_base + static_cast<std::size_t>(piece.begin) * out_item;
+          std::byte* out_tile = streams.output(out, tile);
+          detail::visit_values_as<C>(streams.input(in, tile), in.dtype(), tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
+            std::byte* dst = out_tile + static_cast<std::size_t>(piece.begin - tile.begin) * out_item;
             if (out_direct) {
               ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x).template cast<C>();
             } else {
@@ -202,9 +201,8 @@ void reduce_tiles(const MappedArray& in, const Kernel& kernel, const TilePlan& p
       plan, streams, options,
       [&](const Tile& tile) {
         State state = detail::kernel_identity<T>(kernel);
-        detail::visit_values_as<Input>(in, tile, [&](const Tile&, const ConstArrayMap<Input>& x) {
-          kernel.partial(state, x);
-        });
+        detail::visit_values_as<Input>(streams.input(in, tile), in.dtype(), tile,
+                                       [&](const Tile&, const ConstArrayMap<Input>& x) { kernel.partial(state, x); });
         return state;
       },
       std::forward<Commit>(commit));
@@ -248,7 +246,7 @@ void for_each_tile(const MappedArray& in, Fn&& fn, const PipelineOptions& option
       run_pipeline(
           plan, streams, options,
           [&](const Tile& tile) {
-            detail::visit_values_as<T>(in, tile, fn);
+            detail::visit_values_as<T>(streams.input(in, tile), in.dtype(), tile, fn);
             return Done{};
           },
           [](const Tile&, Done&&) {});

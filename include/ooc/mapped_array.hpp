@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ooc {
 
@@ -64,7 +65,13 @@ class MappedArray {
   const std::string& path() const;
   bool writable() const;
 
-  /// The elements mapped: [0, size()) unless a window was asked for.
+  /// False for an array read tile by tile rather than mapped (a chunked or compressed
+  /// HDF5 dataset): the pipeline (transform, reduce, for_each_tile) reads it, but
+  /// bytes() and the views below throw for it.
+  bool mapped() const;
+
+  /// The elements mapped: [0, size()) unless a window was asked for (always all of them
+  /// for an array that is not mapped).
   ElementRange window() const;
   /// The data bytes of the mapped elements, in the file's byte order and memory order.
   std::span<const std::byte> bytes() const&;
@@ -106,16 +113,19 @@ class MappedArray {
   friend ArrayInfo read_info(const std::string& path);
   friend MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order,
                                 ElementRange window);
+  friend MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite);
   friend class detail::MappedArrayAccess;
 };
 
-/// Opens and maps the array in `path` (a .npy file): the elements in `window` (clamped
-/// to the array), all of them by default. Throws ooc::Error naming the file and the
+/// Opens and maps the array `path` names: a .npy file, or a dataset of an HDF5 file as
+/// "file.h5:/group/dataset" (contiguous datasets are mapped; chunked, compressed and other
+/// datasets are read tile by tile, see mapped()). Only the elements in `window` (clamped
+/// to the array; all by default) are mapped. Throws ooc::Error naming the file and the
 /// problem if it cannot be read as an array ooc supports.
 MappedArray map_file(const std::string& path, Access access = Access::read_only, ElementRange window = {});
 
-/// What the header of the array in `path` says, checked as map_file checks it, without
-/// mapping anything.
+/// What the header of the array `path` names says, checked as map_file checks it,
+/// without mapping anything.
 ArrayInfo read_info(const std::string& path);
 
 /// Creates a .npy file for an array of this dtype, shape and order, pre-allocated to its
@@ -123,5 +133,34 @@ ArrayInfo read_info(const std::string& path);
 /// (all by default) for writing.
 MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
                        Order order = Order::c, ElementRange window = {});
+
+/// Creates dataset "file.h5:/group/name" (and missing groups; the file too if absent) as a
+/// contiguous dataset h5py reads, mapped for writing. It appears only on commit(): a new
+/// file is renamed into place, an existing file gets the dataset renamed from a hidden
+/// name, and its other objects are left as they were. An existing dataset of that name
+/// is an error unless `overwrite`.
+MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite = false);
+
+/// One array a file holds, as `oocrun info` shows it; nothing is mapped.
+struct ArrayEntry {
+  std::string path;              // what map_file takes: "x.npy" or "run.h5:/sim/p"
+  ArrayInfo info;                // dtype meaningful only when `supported`
+  bool supported = true;         // a dtype ooc handles
+  std::string type;              // numpy's name of the dtype, or what the type is ("string")
+  std::string layout = "contiguous";      // HDF5: contiguous, chunked, compact, virtual
+  std::vector<std::string> filters;       // HDF5: deflate, shuffle, ...
+  bool readable = true;          // ooc reads it (mapped, or tile by tile)
+  bool mappable = true;
+  std::string why_not_mappable;
+};
+
+/// The arrays `path` names: the array of a .npy file, one HDF5 dataset
+/// ("run.h5:/sim/p"), or every dataset of an HDF5 file ("run.h5"). Throws ooc::Error for
+/// a file that is neither, or a bad header, as map_file would.
+std::vector<ArrayEntry> describe(const std::string& path);
+
+/// create_npy or create_hdf5, by the form of `path`.
+MappedArray create_array(const std::string& path, DType dtype, const Shape& shape, Order order = Order::c,
+                         bool overwrite = false);
 
 }  // namespace ooc

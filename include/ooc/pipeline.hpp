@@ -25,8 +25,17 @@ struct Progress {
   std::int64_t elements = 0;
 };
 
+/// How tiles' bytes move between files and kernels.
+enum class Io {
+  automatic,  ///< inputs mapped unless cold and larger than memory; new outputs direct
+  mapped,     ///< memory-mapped, through the page cache
+  direct,     ///< O_DIRECT reads and writes into reused aligned buffers (where the
+              ///< file system allows; mapped otherwise)
+};
+
 struct PipelineOptions {
   int threads = 0;                            ///< 0: every core TBB sees
+  Io io = Io::automatic;
   std::uint64_t tile_bytes = kDefaultTileBytes;
   int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
@@ -43,34 +52,42 @@ struct PipelineOptions {
 
 namespace detail {
 
-/// Page management for the arrays a run streams through: pages of the tiles ahead are
-/// requested before the kernels need them, pages behind the commit point are dropped
-/// from the resident set, and finished output is handed to write-back early.
+/// Tiles in flight at once for these options.
+std::size_t tokens(const PipelineOptions& options);
+
+/// The arrays a run streams through, and where each tile's bytes are. Mapped arrays:
+/// pages of the tiles ahead are requested before the kernels need them, pages behind the
+/// commit point are dropped from the resident set, finished output is handed to
+/// write-back early. Arrays that are not mapped (chunked HDF5) or read and written
+/// directly (Io::direct): each tile in flight has its own reused buffer, filled by a read
+/// before its kernel runs and, for an output, written in tile order at commit.
 class Streams {
  public:
   Streams(const TilePlan& plan, const PipelineOptions& options);
+  ~Streams();
+  Streams(const Streams&) = delete;
+  Streams& operator=(const Streams&) = delete;
+
   void add_input(const MappedArray& array);
   void add_output(const MappedArray& array);
-  /// Serial prefetch stage, before the tile at `position` in the plan goes to a kernel.
+  /// Serial prefetch stage, before the tile at `position` in the plan goes to a kernel:
+  /// page advice for the tiles ahead, and reads that must not run concurrently (HDF5).
   void prefetch(std::size_t position);
-  /// Kernel stage, on the thread about to process the tile: maps its input pages in one
-  /// call rather than a page fault per few pages.
-  void populate(const Tile& tile) const;
-  /// Serial commit stage, after the tile at `position` in the plan is merged.
+  /// Kernel stage, on the thread about to run the tile's kernel: concurrent reads.
+  void acquire(const Tile& tile);
+  /// The bytes of `array` from element tile.begin on, valid until the tile is committed.
+  const std::byte* input(const MappedArray& array, const Tile& tile) const;
+  /// Where the kernel writes `array`'s elements from tile.begin on.
+  std::byte* output(const MappedArray& array, const Tile& tile) const;
+  /// Serial commit stage, after the tile at `position` in the plan is merged: direct
+  /// writes, page release.
   void release(std::size_t position);
+  /// After the last tile: what direct writers still hold.
+  void finish();
 
  private:
-  struct Stream {
-    const MappedArray* array;
-    bool output;
-    std::uintptr_t dropped_to = 0;  // pages below this address are no longer resident
-  };
-  const TilePlan& plan_;
-  std::size_t depth_;
-  bool populate_;
-  std::vector<Stream> streams_;
-  std::size_t advised_ = 0;       // tile positions [0, advised_) have been requested
-  std::int64_t committed_;        // elements [plan_.begin(), committed_) are finished
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// The thread count a run uses for `requested` (0: every core).
@@ -95,8 +112,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
   };
   if (plan.empty()) return;
   const int threads = detail::resolve_threads(options.threads);
-  const std::size_t tokens =
-      static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+  const std::size_t tokens = detail::tokens(options);
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();
@@ -124,7 +140,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
                 tbb::filter_mode::parallel,
                 [&](std::size_t position) {
                   const Tile tile = plan[position];
-                  streams.populate(tile);
+                  streams.acquire(tile);
                   return std::make_shared<InFlight>(InFlight{position, tile, kernel(tile)});
                 }) &
             tbb::make_filter<std::shared_ptr<InFlight>, void>(
@@ -138,6 +154,7 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
                 }));
   });
   if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
+  streams.finish();
 }
 
 }  // namespace ooc

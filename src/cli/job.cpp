@@ -17,8 +17,8 @@ MappedArray Job::map_input(const std::string& path, Access access, const Pipelin
   return map_file(path, access);
 }
 
-MappedArray Job::create_output(const std::string& path, DType dtype, const MappedArray& in) const {
-  return create_npy(path, dtype, in.shape(), in.order());
+MappedArray Job::create_output(const std::string& path, DType dtype, const MappedArray& in, bool overwrite) const {
+  return create_array(path, dtype, in.shape(), in.order(), overwrite);
 }
 
 void Job::apply(const kernels::ElementwiseOp& op, const MappedArray& in, MappedArray& out,

@@ -23,8 +23,9 @@ class Job {
   virtual bool prints() const { return true; }
   /// The input array, mapped as far as this process needs it.
   virtual MappedArray map_input(const std::string& path, Access access, const PipelineOptions& options) const;
-  /// A new output shaped as `in`, under a temporary name until commit().
-  virtual MappedArray create_output(const std::string& path, DType dtype, const MappedArray& in) const;
+  /// A new output shaped as `in` (a .npy file or an HDF5 dataset), hidden until commit().
+  virtual MappedArray create_output(const std::string& path, DType dtype, const MappedArray& in,
+                                    bool overwrite) const;
   virtual void apply(const kernels::ElementwiseOp& op, const MappedArray& in, MappedArray& out,
                      const PipelineOptions& options) const;
   virtual Scalar reduce(const kernels::ReduceOp& op, const MappedArray& in, const PipelineOptions& options) const;

@@ -17,7 +17,10 @@ class MpiJob final : public Job {
   MappedArray map_input(const std::string& path, Access access, const PipelineOptions& options) const override {
     return mpi::map_share(world_, path, access, options);
   }
-  MappedArray create_output(const std::string& path, DType dtype, const MappedArray& in) const override {
+  MappedArray create_output(const std::string& path, DType dtype, const MappedArray& in,
+                            bool /*overwrite*/) const override {
+    if (path.find(":/") != std::string::npos)
+      throw UsageError(path, "under MPI, outputs are .npy files (HDF5 outputs are written by one process)");
     return mpi::create_npy(world_, path, dtype, in.shape(), in.order(), in.window());
   }
   void apply(const kernels::ElementwiseOp& op, const MappedArray& in, MappedArray& out,

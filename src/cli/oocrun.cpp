@@ -32,6 +32,8 @@ struct Common {
   int prefetch = 2;
   bool progress = false;
   bool quiet = false;
+  bool overwrite = false;
+  std::string io_mode = "auto";
 };
 
 std::string one_line(std::string text) {
@@ -108,6 +110,8 @@ ooc::PipelineOptions pipeline_options(const Common& common) {
   }
   if (options.tile_bytes == 0) throw ooc::UsageError("", "--tile-bytes must be positive");
   options.prefetch = common.prefetch;
+  options.io = common.io_mode == "mmap" ? ooc::Io::mapped : common.io_mode == "direct" ? ooc::Io::direct
+                                                                                    : ooc::Io::automatic;
   return options;
 }
 
@@ -121,21 +125,66 @@ std::string shape_json(const ooc::Shape& shape) {
   return out + "]";
 }
 
-int run_info(const std::string& path, bool json) {
-  const ooc::ArrayInfo info = ooc::read_info(path);
-  const std::string order = info.order == ooc::Order::c ? "C" : "F";
-  if (json) {
-    std::cout << "{\"path\": " << ooc::cli::json_string(path) << ", \"format\": \"" << info.format
-              << "\", \"format_version\": \"" << info.format_version << "\", \"dtype\": \"" << info.dtype.descr()
-              << "\", \"dtype_name\": \"" << info.dtype.name() << "\", \"shape\": " << shape_json(info.shape)
-              << ", \"order\": \"" << order << "\", \"fortran_order\": "
-              << (info.order == ooc::Order::fortran ? "true" : "false") << ", \"itemsize\": "
-              << info.dtype.itemsize() << ", \"size\": " << info.size() << ", \"nbytes\": " << info.nbytes()
-              << ", \"data_offset\": " << info.data_offset << "}\n";
+std::string strings_json(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + ooc::cli::json_string(items[i]);
+  return out + "]";
+}
+
+std::string entry_json(const ooc::ArrayEntry& e) {
+  const ooc::ArrayInfo& info = e.info;
+  std::ostringstream out;
+  out << "{\"path\": " << ooc::cli::json_string(e.path) << ", \"format\": \"" << info.format << "\"";
+  if (!info.format_version.empty()) out << ", \"format_version\": \"" << info.format_version << "\"";
+  if (e.supported)
+    out << ", \"dtype\": \"" << info.dtype.descr() << "\", \"dtype_name\": \"" << info.dtype.name() << "\"";
+  else
+    out << ", \"dtype\": null, \"type\": " << ooc::cli::json_string(e.type);
+  out << ", \"shape\": " << shape_json(info.shape) << ", \"order\": \"" << (info.order == ooc::Order::c ? "C" : "F")
+      << "\", \"fortran_order\": " << (info.order == ooc::Order::fortran ? "true" : "false");
+  if (e.supported)
+    out << ", \"itemsize\": " << info.dtype.itemsize() << ", \"size\": " << info.size() << ", \"nbytes\": "
+        << info.nbytes();
+  out << ", \"data_offset\": " << info.data_offset;
+  if (info.format == "hdf5")
+    out << ", \"layout\": \"" << e.layout << "\", \"filters\": " << strings_json(e.filters)
+        << ", \"readable\": " << (e.readable ? "true" : "false") << ", \"mappable\": "
+        << (e.mappable ? "true" : "false") << ", \"why_not_mappable\": "
+        << ooc::cli::json_string(e.why_not_mappable);
+  return out.str() + "}";
+}
+
+std::string entry_text(const ooc::ArrayEntry& e) {
+  const ooc::ArrayInfo& info = e.info;
+  std::ostringstream out;
+  out << e.path << ": ";
+  if (info.format == "npy") out << "npy " << info.format_version << ", ";
+  out << (e.supported ? info.dtype.name() + " (" + info.dtype.descr() + ")" : e.type) << ", shape "
+      << ooc::shape_repr(info.shape);
+  if (info.format == "npy") {
+    out << ", " << (info.order == ooc::Order::c ? "C" : "F") << " order, " << info.nbytes() << " bytes of data at offset "
+        << info.data_offset;
   } else {
-    std::cout << path << ": " << info.format << " " << info.format_version << ", " << info.dtype.name() << " ("
-              << info.dtype.descr() << "), shape " << ooc::shape_repr(info.shape) << ", " << order << " order, "
-              << info.nbytes() << " bytes of data at offset " << info.data_offset << "\n";
+    out << ", " << e.layout;
+    for (const std::string& f : e.filters) out << "+" << f;
+    out << (e.mappable ? ", mapped" : e.readable ? ", streamed (" + e.why_not_mappable + ")"
+                                                : ", not readable: " + e.why_not_mappable);
+  }
+  return out.str();
+}
+
+int run_info(const std::string& path, bool json) {
+  const std::vector<ooc::ArrayEntry> entries = ooc::describe(path);
+  const bool whole_hdf5_file = entries.empty() || entries.front().path != path;
+  if (json && whole_hdf5_file) {
+    std::cout << "{\"path\": " << ooc::cli::json_string(path) << ", \"format\": \"hdf5\", \"datasets\": [";
+    for (std::size_t i = 0; i < entries.size(); ++i) std::cout << (i ? ", " : "") << entry_json(entries[i]);
+    std::cout << "]}\n";
+  } else if (json) {
+    std::cout << entry_json(entries.front()) << "\n";
+  } else {
+    if (whole_hdf5_file) std::cout << path << ": HDF5 file, " << entries.size() << " dataset(s)\n";
+    for (const ooc::ArrayEntry& e : entries) std::cout << entry_text(e) << "\n";
   }
   return 0;
 }
@@ -164,7 +213,7 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
-    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype()).native(), a);
+    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype()).native(), a, common.overwrite);
     ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
     options.on_progress = std::ref(progress);
     job.apply(op, a, out, options);
@@ -234,6 +283,10 @@ int main(int argc, char** argv) {
   app.add_option("--tile-bytes", common.tile_bytes, "bytes per tile, e.g. 64M or 1G (default 16M)");
   app.add_option("--prefetch", common.prefetch, "tiles whose pages are requested ahead (default 2)")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--io", common.io_mode,
+                 "mmap, direct (O_DIRECT into reused buffers) or auto (default: direct for new outputs and "
+                 "for cold inputs larger than memory, mmap otherwise)")
+      ->check(CLI::IsMember({"auto", "mmap", "direct"}));
   app.add_flag("--progress", common.progress, "show progress on stderr");
   app.add_flag("--quiet", common.quiet, "print nothing but results and errors");
 
@@ -241,20 +294,21 @@ int main(int argc, char** argv) {
   bool json = false, in_place = false;
 
   CLI::App* info = app.add_subcommand("info", "print an array's dtype, shape and layout");
-  info->add_option("ARRAY", path, "path.npy")->required();
+  info->add_option("ARRAY", path, "path.npy, file.h5 or file.h5:/dataset")->required();
   info->add_flag("--json", json, "print one JSON object");
 
   CLI::App* apply = app.add_subcommand("apply", "apply an elementwise operation: add-one, add:C, scale:C");
   apply->add_option("OP", op, "operation")->required();
-  apply->add_option("ARRAY", path, "input path.npy")->required();
-  CLI::Option* out_option = apply->add_option("-o,--output", out_path, "output path.npy");
+  apply->add_option("ARRAY", path, "input: path.npy or file.h5:/dataset")->required();
+  CLI::Option* out_option = apply->add_option("-o,--output", out_path, "output: path.npy or file.h5:/dataset");
   CLI::Option* in_place_flag = apply->add_flag("--in-place", in_place, "modify ARRAY itself");
   out_option->excludes(in_place_flag);
   apply->add_flag("--json", json, "print one JSON object describing the result");
+  apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   CLI::App* reduce = app.add_subcommand("reduce", "reduce all elements: sum, mean, min, max");
   reduce->add_option("OP", op, "reduction")->required();
-  reduce->add_option("ARRAY", path, "path.npy")->required();
+  reduce->add_option("ARRAY", path, "path.npy or file.h5:/dataset")->required();
   reduce->add_flag("--json", json, "print one JSON object");
 
   for (CLI::App* sub : {info, apply, reduce}) sub->fallthrough();

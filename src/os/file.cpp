@@ -97,9 +97,11 @@ UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesy
   throw Error(final_path.string(), "cannot create output: no free temporary name");
 }
 
-void preallocate(int fd, std::uint64_t size, const std::string& path) {
+void preallocate(int fd, std::uint64_t size, const std::string& path) { preallocate_range(fd, 0, size, path); }
+
+void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const std::string& path) {
   if (size == 0) return;
-  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+  const int err = ::posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(size));
   if (err == 0) return;
   if (err == ENOSPC || err == EFBIG) {
     struct statvfs fs {};

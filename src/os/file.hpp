@@ -44,6 +44,8 @@ UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesy
 /// Reserves `size` bytes on disk for the file, so a full disk is reported here and not
 /// as a SIGBUS while writing through a mapping. `path` is the name users know.
 void preallocate(int fd, std::uint64_t size, const std::string& path);
+/// The same for the `size` bytes at `offset` (a dataset inside an existing file).
+void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const std::string& path);
 
 void sync_file(int fd, const std::string& path);
 /// Makes a rename in `directory` durable.

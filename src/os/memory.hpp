@@ -2,6 +2,7 @@
 // Advice to the kernel about mapped pages: the only place in ooc that calls madvise.
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ooc::os {
 
@@ -19,5 +20,13 @@ enum class Advice {
 /// except for dont_need, which is narrowed so no page outside the range is dropped.
 /// Advice is a hint: failures (old kernels, unsupported values) are ignored.
 void advise(const void* address, std::size_t size, Advice advice);
+
+/// The fraction (0..1) of the pages of [address, address + size) that are in the page
+/// cache, from mincore() on up to `samples` pages spread over the range.
+double cached_fraction(const void* address, std::size_t size, int samples = 256);
+
+/// Memory this process may use: physical memory, or less under a cgroup memory limit
+/// (v1 memory.limit_in_bytes or v2 memory.max).
+std::uint64_t memory_limit();
 
 }  // namespace ooc::os

@@ -2,6 +2,7 @@
 the file's own byte order; new outputs appear whole under their name; the input is
 never touched by a run that writes elsewhere."""
 import hashlib
+import json
 import os
 import sys
 import unittest
@@ -9,7 +10,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import DTYPES, TempDir, npy_bytes, run, sample  # noqa: E402
+from ooctest import DTYPES, TempDir, npy_bytes, run, same_scalar, sample  # noqa: E402
 
 
 def digest(path):
@@ -102,6 +103,77 @@ class NewOutputTest(unittest.TestCase):
         src = self.tmp.save("in.npy", np.arange(10))
         proc = run("apply", "add-one", src, "-o", self.tmp.file("o.npy"), "--quiet")
         self.assertEqual((proc.stdout, proc.stderr), ("", ""))
+
+
+
+class DirectIoTest(unittest.TestCase):
+    """--io direct (O_DIRECT into aligned buffers) gives the same bytes as --io mmap."""
+
+    def setUp(self):
+        self.tmp = TempDir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_outputs_are_identical_to_mapped_ones_at_any_offset_and_size(self):
+        shapes = [(), (0,), (1,), (511,), (4096,), (123457,), (301, 17)]
+        for dtype, shape, order in [("<f8", s, "C") for s in shapes] + [(">i2", (999, 33), "F"), ("|u1", (70001,), "C"),
+                                                                         ("<f2", (8193,), "C")]:
+            a = np.asarray(sample(dtype, shape, seed=11), order=order)
+            src = self.tmp.save("in.npy", a)
+            outs = {}
+            for io in ("mmap", "direct"):
+                out = self.tmp.file(f"{io}.npy")
+                run("apply", "scale:3", src, "-o", out, "--io", io, "--tile-bytes", "64K", "--quiet")
+                with open(out, "rb") as f:
+                    outs[io] = f.read()
+            with np.errstate(all="ignore"):
+                expected = npy_bytes(np.asarray(a * 3))
+            with self.subTest(dtype=dtype, shape=shape, order=order):
+                self.assertEqual(outs["direct"], expected)
+                self.assertEqual(outs["mmap"], expected)
+
+    def test_direct_reads_give_numpys_reductions(self):
+        for dtype in ["<f8", ">f4", "<i8", "|b1"]:
+            a = sample(dtype, (200003,), seed=12)
+            src = self.tmp.save("in.npy", a)
+            for threads in ("1", "2", "7"):
+                got = json.loads(run("reduce", "sum", src, "--io", "direct", "--json", "--quiet",
+                                     "--tile-bytes", "64K", "--threads", threads).stdout)
+                self.assertTrue(same_scalar(got["value"], a.sum()), (dtype, threads))
+
+    def test_direct_output_into_an_existing_hdf5_file_keeps_the_bytes_around_it(self):
+        import h5py
+        path = self.tmp.file("f.h5")
+        with h5py.File(path, "w") as f:
+            f["before"] = np.arange(1000.0)
+            f.attrs["note"] = "x" * 3000
+        src = self.tmp.save("in.npy", sample("<f8", (100003,), seed=13))
+        run("apply", "add-one", src, "-o", f"{path}:/out", "--io", "direct", "--tile-bytes", "64K", "--quiet")
+        with h5py.File(path, "r") as f:
+            np.testing.assert_array_equal(f["out"][()], np.load(src) + 1)
+            np.testing.assert_array_equal(f["before"][()], np.arange(1000.0))
+            self.assertEqual(f.attrs["note"], "x" * 3000)
+        got = json.loads(run("reduce", "sum", f"{path}:/out", "--io", "direct", "--json", "--quiet").stdout)
+        self.assertTrue(same_scalar(got["value"], (np.load(src) + 1).sum()))
+
+    def test_a_file_system_without_o_direct_falls_back_to_the_mapping(self):
+        if not os.path.isdir("/dev/shm"):
+            self.skipTest("no /dev/shm tmpfs here")
+        tmp = TempDir.__new__(TempDir)
+        import tempfile
+        tmp._dir = tempfile.TemporaryDirectory(prefix="ooc-test-", dir="/dev/shm")
+        tmp.path = tmp._dir.name
+        try:
+            a = sample("<f8", (50000,), seed=14)
+            src = tmp.save("in.npy", a)
+            out = tmp.file("out.npy")
+            run("apply", "add-one", src, "-o", out, "--io", "direct", "--quiet")
+            np.testing.assert_array_equal(np.load(out), a + 1)
+            got = json.loads(run("reduce", "sum", src, "--io", "direct", "--json", "--quiet").stdout)
+            self.assertTrue(same_scalar(got["value"], a.sum()))
+        finally:
+            tmp.cleanup()
 
 
 if __name__ == "__main__":

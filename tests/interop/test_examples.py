@@ -227,5 +227,23 @@ class RunningHistogramTest(ExampleTestCase):
         self.assert_one_line_error(run("running_histogram", not_npy, 4, 0, 1), 1, not_npy)
 
 
+
+class Hdf5ExampleTest(ExampleTestCase):
+    def test_both_examples_read_chunked_datasets_and_write_hdf5(self):
+        import h5py
+        a = self.rng.standard_normal((300, 211)).astype(">f4")
+        src = self.tmp / "in.h5"
+        with h5py.File(src, "w") as f:
+            f.create_dataset("g/x", data=a, chunks=(32, 50), compression="gzip")
+        out = self.tmp / "out.h5"
+        result = run("add_constant", f"{src}:/g/x", f"{out}:/y", "0.5", "--tile-bytes", SMALL_TILES)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with h5py.File(out, "r") as f:
+            self.assertTrue(same_bits(f["y"][()], np.add(a, 0.5)))
+        result = run("running_histogram", f"{src}:/g/x", "7", "-2", "2", "--tile-bytes", SMALL_TILES)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout), np.histogram(a, 7, (-2, 2))[0].tolist())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

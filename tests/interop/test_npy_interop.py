@@ -124,6 +124,20 @@ class ReduceTest(unittest.TestCase):
         path = self.tmp.save("uwrap.npy", ubig)
         self.assertEqual(run_json("reduce", "sum", path)["value"], int(ubig.sum()))
 
+    def test_bool_bytes_other_than_0_and_1_count_as_true(self):
+        raw = np.array([0, 1, 2, 255, 0, 7], dtype=np.uint8)
+        path = self.tmp.save("b.npy", raw.view(np.bool_))
+        a = np.load(path)
+        self.assertEqual(run_json("reduce", "sum", path)["value"], int(a.sum()))
+        self.assertEqual(run_json("reduce", "mean", path)["value"], float(a.mean()))
+        self.assertEqual(run_json("reduce", "max", path)["value"], bool(a.max()))
+        self.assertEqual(run_json("reduce", "min", path)["value"], bool(a.min()))
+        all_true = self.tmp.save("t.npy", np.array([1, 2, 255, 4], dtype=np.uint8).view(np.bool_))
+        self.assertIs(run_json("reduce", "min", all_true)["value"], True)
+        out = self.tmp.file("o.npy")
+        run("apply", "add-one", path, "-o", out, "--quiet")
+        np.testing.assert_array_equal(np.load(out), a + 1)
+
     def test_text_output_prints_the_value_as_numpy_does(self):
         path = self.tmp.save("t.npy", np.array([0.5, 1.0, 1.5]))
         self.assertEqual(run("reduce", "sum", path, "--quiet").stdout.strip(), str(np.array([0.5, 1.0, 1.5]).sum()))

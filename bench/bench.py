@@ -1,0 +1,307 @@
+"""One bench run: ooc against numpy, dask and h5py on the same files, and against the
+machine's limits measured in the same run. Prints a markdown table and saves it (with the
+machine, date and command) as bench/RESULTS.md. Run it through bench/run.sh.
+
+Each measurement is a fresh process (the file is mapped afresh, as a user's new process
+would), timed around the operation alone; the libraries take turns within every
+repetition and the table gives medians.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"
+PEERS = os.path.join(HERE, "peers.py")
+GB = 1e9
+
+SIZES = {"smoke": 16 << 20, "quick": 512 << 20, "default": 2 << 30, "large": 8 << 30}
+CGROUP_BYTES = 1 << 30
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+class Cgroup:
+    """A cgroup v1 memory group that caps a process's memory, page cache included."""
+
+    def __init__(self, limit):
+        self.path = f"/sys/fs/cgroup/memory/ooc-bench-{os.getpid()}"
+        os.mkdir(self.path)
+        self.write("memory.limit_in_bytes", limit)
+        if os.path.exists(os.path.join(self.path, "memory.memsw.limit_in_bytes")):
+            self.write("memory.memsw.limit_in_bytes", limit)
+
+    def write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(f"{value}\n")
+
+    def read(self, name):
+        with open(os.path.join(self.path, name)) as f:
+            return int(f.read())
+
+    def wrap(self, cmd):
+        self.write("memory.max_usage_in_bytes", 0)
+        procs = os.path.join(self.path, "cgroup.procs")
+        return ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *cmd]
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def timed_process(cmd):
+    """Runs cmd and returns (its JSON result, its peak RSS in bytes)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout = proc.stdout.read()
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr.decode().strip()}")
+    return json.loads(stdout.decode().strip().splitlines()[-1]), usage.ru_maxrss * 1024
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.oocrun = args.oocrun
+        self.probe = args.probe
+        self.dir = args.dir
+        self.rows = []
+        self.notes = []
+
+    # ---- data -------------------------------------------------------------------------
+    def make_matrix(self, name, nbytes):
+        """A tall float64 (N, 8) matrix of normal values, written in chunks."""
+        path = os.path.join(self.dir, name)
+        rows = nbytes // 64
+        if os.path.exists(path) and os.path.getsize(path) >= rows * 64:
+            return path
+        a = np.lib.format.open_memmap(path, mode="w+", dtype="<f8", shape=(rows, 8))
+        rng = np.random.default_rng(7)
+        step = 1 << 20
+        for i in range(0, rows, step):
+            a[i:i + step] = rng.standard_normal((min(step, rows - i), 8))
+        a.flush()
+        del a
+        return path
+
+    def make_hdf5(self, name, matrix):
+        """The matrix again as two HDF5 datasets: contiguous, and chunked in 4 MiB chunks."""
+        import h5py
+        path = os.path.join(self.dir, name)
+        a = np.load(matrix, mmap_mode="r")
+        if not os.path.exists(path):
+            with h5py.File(path, "w") as f:
+                contiguous = f.create_dataset("contiguous", shape=a.shape, dtype=a.dtype)
+                chunked = f.create_dataset("chunked", shape=a.shape, dtype=a.dtype, chunks=(65536, 8))
+                step = 1 << 21
+                for i in range(0, a.shape[0], step):
+                    contiguous[i:i + step] = a[i:i + step]
+                    chunked[i:i + step] = a[i:i + step]
+        return path
+
+    # ---- runners ----------------------------------------------------------------------
+    def ooc(self, *args, threads=None):
+        cmd = [self.oocrun, *args, "--json", "--quiet"]
+        if threads:
+            cmd += ["--threads", str(threads)]
+        return cmd
+
+    def peer(self, library, op, src, dst=None):
+        return [PYTHON, PEERS, library, op, src] + ([dst] if dst else [])
+
+    def measure(self, name, nbytes, commands, cold=False, limit=None, cgroup=None, prepare=None):
+        """commands: {label: argv}. Runs every label once per repetition, in a rotating
+        order, and records the median seconds (and peak RSS) of each."""
+        seconds = {label: [] for label in commands}
+        peaks = {label: [] for label in commands}
+        labels = list(commands)
+        for rep in range(self.args.reps):
+            order = labels[rep % len(labels):] + labels[:rep % len(labels)]
+            for label in order:
+                if prepare:
+                    prepare(label)
+                if cold:
+                    drop_caches()
+                cmd = cgroup.wrap(commands[label]) if cgroup else commands[label]
+                result, rss = timed_process(cmd)
+                seconds[label].append(result["seconds"])
+                peaks[label].append(cgroup.read("memory.max_usage_in_bytes") if cgroup else rss)
+        row = {"operation": name, "bytes": nbytes, "limit": limit}
+        for label in labels:
+            row[label] = nbytes / statistics.median(seconds[label]) / GB
+            row[label + "_peak"] = max(peaks[label])
+        self.rows.append(row)
+        print(self.format_row(row), flush=True)
+        return row
+
+    # ---- probes -----------------------------------------------------------------------
+    def run_probe(self, *args):
+        out = subprocess.run([self.probe, *map(str, args)], capture_output=True, text=True, check=True).stdout
+        return [json.loads(line) for line in out.splitlines()]
+
+    def probes(self, path, nbytes):
+        best = {}
+        for rep in range(max(1, self.args.reps)):
+            for p in self.run_probe("memory", 256 if self.args.size == "smoke" else 1024) + self.run_probe("mapped", path):
+                key = (p["probe"], p["threads"])
+                best.setdefault(key, []).append(p["gbps"])
+        if not self.args.smoke:
+            for rep in range(max(1, self.args.reps)):
+                drop_caches()
+                for p in self.run_probe("read", path):
+                    best.setdefault((p["probe"], 1), []).append(p["gbps"])
+                for p in self.run_probe("write", os.path.join(self.dir, "probe-write.bin"), nbytes):
+                    best.setdefault((p["probe"], 1), []).append(p["gbps"])
+                for p in self.run_probe("inplace", path):
+                    best.setdefault((p["probe"], p["threads"]), []).append(p["gbps"])
+        self.limits = {key: statistics.median(values) for key, values in best.items()}
+
+    def limit(self, probe):
+        threads = os.cpu_count() if probe in ("memory_read", "mapped_sum", "mapped_add") else 1
+        return self.limits.get((probe, threads))
+
+    # ---- the table --------------------------------------------------------------------
+    COLUMNS = ["ooc", "numpy", "dask", "h5py"]
+
+    @staticmethod
+    def fmt(x, digits=2):
+        return "—" if x is None else f"{x:.{digits}f}"
+
+    def format_row(self, row):
+        cells = [row["operation"], f"{row['bytes'] / 2**30:.2f} GiB"]
+        cells += [self.fmt(row.get(c)) for c in self.COLUMNS]
+        cells.append(self.fmt(row.get("limit")))
+        ooc, numpy_rate, limit = row.get("ooc"), row.get("numpy"), row.get("limit")
+        cells.append(self.fmt(ooc / numpy_rate if ooc and numpy_rate else None) + ("x" if ooc and numpy_rate else ""))
+        cells.append(f"{100 * ooc / limit:.0f}%" if ooc and limit else "—")
+        return "| " + " | ".join(cells) + " |"
+
+    def table(self):
+        head = ("| operation | bytes | ooc GB/s | numpy memmap | dask (2 threads) | h5py | limit probe | "
+                "ooc/numpy | ooc/limit |\n|---|---|---|---|---|---|---|---|---|\n")
+        return head + "\n".join(self.format_row(r) for r in self.rows) + "\n"
+
+    # ---- the run ----------------------------------------------------------------------
+    def run(self):
+        nbytes = SIZES[self.args.size]
+        matrix = self.make_matrix("matrix.npy", nbytes)
+        out = os.path.join(self.dir, "out.npy")
+        inplace = os.path.join(self.dir, "inplace.npy")
+        shutil.copyfile(matrix, inplace)
+        print("probes ...", flush=True)
+        self.probes(matrix, nbytes)
+        print(self.table().split("\n")[0], flush=True)
+
+        sum_peers = {"ooc": self.ooc("reduce", "sum", matrix), "numpy": self.peer("numpy", "sum", matrix),
+                     "dask": self.peer("dask", "sum", matrix)}
+        self.measure("sum, warm", nbytes, sum_peers, limit=self.limit("mapped_sum"))
+        if not self.args.smoke:
+            self.measure("sum, cold", nbytes, sum_peers, cold=True, limit=self.limit("direct_read"))
+        self.measure("add-one into a new file, durable", nbytes,
+                     {"ooc": self.ooc("apply", "add-one", matrix, "-o", out),
+                      "numpy": self.peer("numpy", "add_one", matrix, out),
+                      "dask": self.peer("dask", "add_one", matrix, out)},
+                     limit=self.limit("direct_write"), prepare=lambda _: os.path.exists(out) and os.remove(out))
+        self.measure("add-one in place, flushed", nbytes,
+                     {"ooc": self.ooc("apply", "add-one", inplace, "--in-place"),
+                      "numpy": self.peer("numpy", "add_one_in_place", inplace)},
+                     limit=self.limit("mapped_add"))
+        h5 = self.make_hdf5("matrix.h5", matrix)
+        for layout in ("contiguous", "chunked"):
+            spec = f"{h5}:/{layout}"
+            self.measure(f"sum of an HDF5 {layout} dataset, warm", nbytes,
+                         {"ooc": self.ooc("reduce", "sum", spec), "dask": self.peer("dask", "sum", spec),
+                          "h5py": self.peer("h5py", "sum", spec)},
+                         limit=self.limit("mapped_sum"))
+        for threads in range(1, os.cpu_count() + 1):
+            self.measure(f"sum, warm, {threads} thread{'s' if threads > 1 else ''}", nbytes,
+                         {"ooc": self.ooc("reduce", "sum", matrix, threads=threads)},
+                         limit=self.limits.get(("mapped_sum", threads)))
+        if self.args.size == "large":
+            self.larger_than_memory(matrix, nbytes)
+        for path in (out, inplace):
+            if os.path.exists(path):
+                os.remove(path)
+
+    def larger_than_memory(self, matrix, nbytes):
+        try:
+            cgroup = Cgroup(CGROUP_BYTES)
+        except OSError as e:
+            self.notes.append(f"larger-than-memory row skipped: cannot create a memory cgroup ({e})")
+            return
+        try:
+            row = self.measure(f"sum, cold, in a {CGROUP_BYTES >> 30} GiB cgroup", nbytes,
+                               {"ooc": self.ooc("reduce", "sum", matrix), "numpy": self.peer("numpy", "sum", matrix),
+                                "dask": self.peer("dask", "sum", matrix)},
+                               cold=True, cgroup=cgroup, limit=self.limit("direct_read"))
+            self.notes.append("peak memory of the cgroup (page cache included) in that row: " + ", ".join(
+                f"{label} {row[label + '_peak'] / 2**20:.0f} MiB" for label in ("ooc", "numpy", "dask")))
+        finally:
+            cgroup.remove()
+
+    def report(self, command):
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        probes = ", ".join(f"{name} {threads}t {gbps:.2f}" for (name, threads), gbps in sorted(self.limits.items()))
+        lines = [
+            "# Bench results", "",
+            f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+            f"- machine: {model}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, Linux {platform.release()}",
+            f"- command: `{command}`",
+            f"- numpy {np.__version__}; medians of {self.args.reps} alternating runs; GB/s = 10^9 bytes/s of input",
+            f"- limit probes (GB/s): {probes}", "",
+            self.table(),
+        ]
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--oocrun", required=True)
+    parser.add_argument("--probe", required=True)
+    parser.add_argument("--dir", default=None, help="where the data files go (default: a temp dir under /tmp)")
+    parser.add_argument("--size", choices=list(SIZES), default="default")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    parser.add_argument("--keep", action="store_true", help="keep the data files")
+    args = parser.parse_args()
+    args.smoke = args.size == "smoke"
+    if args.smoke:
+        args.reps = 1
+    own_dir = args.dir is None
+    args.dir = args.dir or tempfile.mkdtemp(prefix="ooc-bench-", dir="/tmp")
+    os.makedirs(args.dir, exist_ok=True)
+    bench = Bench(args)
+    try:
+        bench.run()
+        text = bench.report(os.environ.get("OOC_BENCH_COMMAND", "bench/bench.py " + " ".join(sys.argv[1:])))
+        with open(args.out, "w") as f:
+            f.write(text)
+        print("\n" + text)
+    finally:
+        if own_dir and not args.keep:
+            shutil.rmtree(args.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

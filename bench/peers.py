@@ -1,0 +1,116 @@
+"""The peers' side of the bench: one operation, one library, one fresh process.
+
+    /usr/bin/python3 bench/peers.py LIBRARY OPERATION INPUT [OUTPUT]
+
+prints {"seconds": ..., "value": ...} for the operation alone (imports and process start
+are not timed, as oocrun's own "seconds" leaves out its start-up). LIBRARY is numpy (a
+memmap, as numpy users stream big files), dask (from_array over a memmap, 2 threads) or
+h5py. Every run maps the file afresh, as a new oocrun process does.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+CHUNK_BYTES = 64 << 20  # dask chunks and h5py slabs: the size those libraries' docs suggest
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def durable(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def numpy_op(op, src, dst):
+    if op == "sum":
+        a = np.load(src, mmap_mode="r")
+        return timed(lambda: float(a.sum()))
+    if op == "mean_axis0":
+        a = np.load(src, mmap_mode="r")
+        return timed(lambda: a.mean(axis=0).tolist())
+    if op == "add_one":
+        def run():
+            a = np.load(src, mmap_mode="r")
+            out = np.lib.format.open_memmap(dst, mode="w+", dtype=np.result_type(a, 1), shape=a.shape)
+            np.add(a, 1, out=out)
+            out.flush()
+            durable(dst)
+        return timed(run)
+    if op == "add_one_in_place":
+        def run():
+            a = np.load(src, mmap_mode="r+")
+            a += 1
+            a.flush()
+            durable(src)
+        return timed(run)
+    raise SystemExit(f"numpy: no {op}")
+
+
+def dask_op(op, src, dst):
+    import dask
+    import dask.array as da
+    dask.config.set(scheduler="threads", num_workers=2)
+    if ":/" in src:  # an HDF5 dataset, as dask's docs show: from_array over h5py
+        import h5py
+        path, _, name = src.partition(":")
+        d = h5py.File(path, "r")[name]
+        rows = max(1, CHUNK_BYTES // max(1, d.dtype.itemsize * int(np.prod(d.shape[1:]))))
+        x = da.from_array(d, chunks=(rows,) + d.shape[1:], lock=True)
+        if op == "sum":
+            return timed(lambda: float(x.sum().compute()))
+        raise SystemExit(f"dask: no {op} for HDF5")
+    a = np.load(src, mmap_mode="r")
+    rows = max(1, CHUNK_BYTES // max(1, a.nbytes // max(1, a.shape[0])))
+    x = da.from_array(a, chunks=(rows,) + a.shape[1:])
+    if op == "sum":
+        return timed(lambda: float(x.sum().compute()))
+    if op == "mean_axis0":
+        return timed(lambda: x.mean(axis=0).compute().tolist())
+    if op == "add_one":
+        def run():
+            out = np.lib.format.open_memmap(dst, mode="w+", dtype=a.dtype, shape=a.shape)
+            da.store(x + 1, out, lock=False)
+            out.flush()
+            durable(dst)
+        return timed(run)
+    raise SystemExit(f"dask: no {op}")
+
+
+def h5py_op(op, src, dst):
+    import h5py
+    path, _, name = src.partition(":")
+    if op == "sum":
+        def run():
+            with h5py.File(path, "r") as f:
+                d = f[name]
+                rows = max(1, CHUNK_BYTES // max(1, d.dtype.itemsize * int(np.prod(d.shape[1:]))))
+                buf = np.empty((rows,) + d.shape[1:], d.dtype)
+                total = 0.0
+                for i in range(0, d.shape[0], rows):
+                    n = min(rows, d.shape[0] - i)
+                    d.read_direct(buf, np.s_[i:i + n], np.s_[0:n])
+                    total += float(buf[:n].sum())
+                return total
+        return timed(run)
+    raise SystemExit(f"h5py: no {op}")
+
+
+def main():
+    library, op, src = sys.argv[1:4]
+    dst = sys.argv[4] if len(sys.argv) > 4 else None
+    seconds, value = {"numpy": numpy_op, "dask": dask_op, "h5py": h5py_op}[library](op, src, dst)
+    print(json.dumps({"seconds": seconds, "value": value}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The bench: builds ooc in Release, makes its own data, and measures ooc against numpy,
+# dask and h5py and against the machine's limits, all in one run.
+#   bench/run.sh            2 GiB files, warm and cold rows
+#   bench/run.sh --quick    512 MiB files
+#   bench/run.sh --large    8 GiB files and a larger-than-memory row in a 1 GiB cgroup
+#   bench/run.sh --smoke    16 MiB files, one repetition (what ctest runs)
+# Other options go to bench/bench.py (--dir DIR, --reps N, --out FILE, --keep).
+# Needs root for the cold rows (drop_caches) and the cgroup.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+size=default
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) size=quick ;;
+    --large) size=large ;;
+    --smoke) size=smoke ;;
+    *) args+=("$arg") ;;
+  esac
+done
+bash scripts/setup.sh
+BUILD=${OOC_BUILD_DIR:-build}
+OOC_BENCH_COMMAND="bench/run.sh $*" exec /usr/bin/python3 bench/bench.py --oocrun "$BUILD/oocrun" --probe "$BUILD/bench/ooc_probe" --size "$size" "${args[@]}"

@@ -1,0 +1,460 @@
+#include "format/hdf5.hpp"
+
+#include "ooc/error.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <utility>
+
+namespace ooc::hdf5 {
+namespace {
+
+std::mutex& library_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
+// Holds the library lock and silences HDF5's own error printing (we report errors).
+class Session {
+ public:
+  Session() : guard_(library_lock()) {
+    static const bool silenced = [] {
+      H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+      return true;
+    }();
+    (void)silenced;
+  }
+
+ private:
+  std::lock_guard<std::mutex> guard_;
+};
+
+// One owner for an HDF5 identifier, closed with the matching H5?close.
+class Id {
+ public:
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Id(Id&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)), close_(other.close_) {}
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  ~Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+std::string where(const std::string& file, const std::string& dataset) { return file + ":" + dataset; }
+
+Id open_file(const std::string& file, bool writable) {
+  Id f(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.valid()) {
+    std::ifstream probe(file);
+    if (!probe) throw Error(file, "no such file, or it cannot be read");
+    throw Error(file, writable ? "cannot open the HDF5 file for writing" : "not an HDF5 file, or it is damaged");
+  }
+  return f;
+}
+
+// True if every component of `path` exists as a link (H5Lexists needs each parent).
+bool link_exists(hid_t file, const std::string& path) {
+  std::size_t at = 1;
+  while (at <= path.size()) {
+    const std::size_t next = path.find('/', at);
+    const std::string prefix = path.substr(0, next == std::string::npos ? path.size() : next);
+    if (prefix.size() > 1 && H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (next == std::string::npos) break;
+    at = next + 1;
+  }
+  return true;
+}
+
+struct TypeAnswer {
+  std::optional<DType> dtype;
+  std::string text;
+};
+
+ByteOrder order_of(hid_t type) { return H5Tget_order(type) == H5T_ORDER_BE ? ByteOrder::big : ByteOrder::little; }
+
+TypeAnswer classify(hid_t type) {
+  const std::size_t size = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: {
+      const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+      if ((size == 1 || size == 2 || size == 4 || size == 8) && H5Tget_precision(type) == size * 8 &&
+          H5Tget_offset(type) == 0) {
+        const DType d(is_signed ? Kind::signed_int : Kind::unsigned_int, static_cast<int>(size), order_of(type));
+        return {d, d.name()};
+      }
+      return {std::nullopt, std::to_string(H5Tget_precision(type)) + "-bit integer"};
+    }
+    case H5T_FLOAT: {
+      std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+      H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
+      const std::size_t bias = H5Tget_ebias(type);
+      const bool ieee = (size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 && bias == 15) ||
+                        (size == 4 && spos == 31 && epos == 23 && esize == 8 && mpos == 0 && msize == 23 && bias == 127) ||
+                        (size == 8 && spos == 63 && epos == 52 && esize == 11 && mpos == 0 && msize == 52 && bias == 1023);
+      if (ieee) {
+        const DType d(Kind::floating, static_cast<int>(size), order_of(type));
+        return {d, d.name()};
+      }
+      return {std::nullopt, std::to_string(size * 8) + "-bit non-IEEE float"};
+    }
+    case H5T_ENUM: {
+      // h5py stores numpy bools as an int8 enum {FALSE: 0, TRUE: 1}.
+      if (size == 1 && H5Tget_nmembers(type) == 2) {
+        char* first = H5Tget_member_name(type, 0);
+        char* second = H5Tget_member_name(type, 1);
+        const bool is_bool = first && second && std::string(first) == "FALSE" && std::string(second) == "TRUE";
+        H5free_memory(first);
+        H5free_memory(second);
+        if (is_bool) return {DType(Kind::boolean, 1), "bool"};
+      }
+      return {std::nullopt, "enum"};
+    }
+    case H5T_STRING: return {std::nullopt, "string"};
+    case H5T_COMPOUND: return {std::nullopt, "compound"};
+    case H5T_VLEN: return {std::nullopt, "variable-length"};
+    case H5T_REFERENCE: return {std::nullopt, "reference"};
+    case H5T_ARRAY: return {std::nullopt, "array"};
+    case H5T_OPAQUE: return {std::nullopt, "opaque"};
+    case H5T_BITFIELD: return {std::nullopt, "bitfield"};
+    default: return {std::nullopt, "unknown"};
+  }
+}
+
+Id make_type(DType dtype) {
+  const bool big = dtype.byte_order() == ByteOrder::big;
+  if (dtype.kind() == Kind::boolean) {
+    Id type(H5Tenum_create(H5T_NATIVE_INT8), H5Tclose);
+    const std::int8_t no = 0, yes = 1;
+    H5Tenum_insert(type.get(), "FALSE", &no);
+    H5Tenum_insert(type.get(), "TRUE", &yes);
+    return type;
+  }
+  if (dtype.kind() == Kind::floating) {
+    if (dtype.itemsize() == 2) {  // as h5py builds float16
+      Id type(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
+      H5Tset_fields(type.get(), 15, 10, 5, 0, 10);
+      H5Tset_size(type.get(), 2);
+      H5Tset_ebias(type.get(), 15);
+      H5Tset_order(type.get(), big ? H5T_ORDER_BE : H5T_ORDER_LE);
+      return type;
+    }
+    const hid_t base = dtype.itemsize() == 4 ? (big ? H5T_IEEE_F32BE : H5T_IEEE_F32LE)
+                                             : (big ? H5T_IEEE_F64BE : H5T_IEEE_F64LE);
+    return Id(H5Tcopy(base), H5Tclose);
+  }
+  const bool is_signed = dtype.kind() == Kind::signed_int;
+  hid_t base;
+  switch (dtype.itemsize()) {
+    case 1: base = is_signed ? H5T_STD_I8LE : H5T_STD_U8LE; break;
+    case 2: base = is_signed ? H5T_STD_I16LE : H5T_STD_U16LE; break;
+    case 4: base = is_signed ? H5T_STD_I32LE : H5T_STD_U32LE; break;
+    default: base = is_signed ? H5T_STD_I64LE : H5T_STD_U64LE; break;
+  }
+  Id type(H5Tcopy(base), H5Tclose);
+  H5Tset_order(type.get(), big ? H5T_ORDER_BE : H5T_ORDER_LE);
+  return type;
+}
+
+DatasetInfo describe_open(hid_t dset, const std::string& name) {
+  DatasetInfo info;
+  info.name = name;
+  Id type(H5Dget_type(dset), H5Tclose);
+  const TypeAnswer t = classify(type.get());
+  info.dtype = t.dtype;
+  info.type_text = t.text;
+
+  Id space(H5Dget_space(dset), H5Sclose);
+  const H5S_class_t space_class = H5Sget_simple_extent_type(space.get());
+  bool null_space = space_class == H5S_NULL;
+  if (space_class == H5S_SIMPLE) {
+    const int ndims = H5Sget_simple_extent_ndims(space.get());
+    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, ndims)));
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    for (hsize_t d : dims) info.shape.push_back(static_cast<std::int64_t>(d));
+  }
+
+  Id dcpl(H5Dget_create_plist(dset), H5Pclose);
+  switch (H5Pget_layout(dcpl.get())) {
+    case H5D_CONTIGUOUS: info.layout = "contiguous"; break;
+    case H5D_CHUNKED: info.layout = "chunked"; break;
+    case H5D_COMPACT: info.layout = "compact"; break;
+    case H5D_VIRTUAL: info.layout = "virtual"; break;
+    default: info.layout = "unknown"; break;
+  }
+  const int nfilters = H5Pget_nfilters(dcpl.get());
+  std::string missing_filter;
+  for (int i = 0; i < nfilters; ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t nelements = 0;
+    char filter_name[64] = {};
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelements, nullptr,
+                                           sizeof filter_name, filter_name, &config);
+    info.filters.push_back(id == H5Z_FILTER_DEFLATE ? "deflate" : id == H5Z_FILTER_SHUFFLE ? "shuffle"
+                           : filter_name[0] ? filter_name : "filter " + std::to_string(id));
+    if (H5Zfilter_avail(id) <= 0 && missing_filter.empty())
+      missing_filter = "it is compressed with filter " + std::to_string(id) + " (" + info.filters.back() +
+                       "), which this HDF5 library cannot decode" +
+                       (id == 32000 ? " (LZF lives in h5py; rewrite the dataset with gzip)" : "");
+  }
+  H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+  H5Dget_space_status(dset, &status);
+  info.allocated = status == H5D_SPACE_STATUS_ALLOCATED;
+  const haddr_t offset = H5Dget_offset(dset);
+  if (offset != HADDR_UNDEF) info.offset = static_cast<std::uint64_t>(offset);
+  const bool empty = element_count(info.shape).value_or(0) == 0 && !null_space;
+
+  if (!info.dtype) info.why_not_mappable = "its type (" + t.text + ") is not a number type ooc handles";
+  else if (null_space) info.why_not_mappable = "it has a null dataspace (no elements, not even a shape)";
+  else if (!missing_filter.empty()) info.why_not_mappable = missing_filter;
+  else if (info.layout != "contiguous") info.why_not_mappable = "its layout is " + info.layout;
+  else if (nfilters > 0) info.why_not_mappable = "it has filters";
+  else if (H5Pget_external_count(dcpl.get()) > 0) info.why_not_mappable = "its data lives in external files";
+  else if (!empty && !info.offset) info.why_not_mappable = "its storage is not allocated (never written)";
+  info.readable = info.dtype.has_value() && !null_space && missing_filter.empty();
+  info.mappable = info.why_not_mappable.empty();
+  return info;
+}
+
+Id open_dataset(hid_t file, const std::string& file_name, const std::string& dataset) {
+  if (!link_exists(file, dataset)) throw Error(where(file_name, dataset), "no such dataset");
+  Id object(H5Oopen(file, dataset.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!object.valid()) throw Error(where(file_name, dataset), "cannot open this object");
+  if (H5Iget_type(object.get()) == H5I_GROUP)
+    throw Error(where(file_name, dataset), "is a group, not a dataset");
+  if (H5Iget_type(object.get()) != H5I_DATASET) throw Error(where(file_name, dataset), "is not a dataset");
+  return Id(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+}
+
+Id intermediate_groups() {
+  Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  return lcpl;
+}
+
+herr_t collect(hid_t object, const char* name, const H5O_info_t* info, void* data) {
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  auto* found = static_cast<std::vector<DatasetInfo>*>(data);
+  Id dset(H5Dopen2(object, name, H5P_DEFAULT), H5Dclose);
+  if (dset.valid()) found->push_back(describe_open(dset.get(), std::string("/") + name));
+  return 0;
+}
+
+bool has_hdf5_extension(std::string_view file) {
+  for (std::string_view ext : {".h5", ".hdf5", ".hdf", ".he5"})
+    if (file.size() > ext.size() && file.substr(file.size() - ext.size()) == ext) return true;
+  return false;
+}
+
+// A box of a dataspace: per axis, first index and count.
+struct Box {
+  std::vector<hsize_t> offset, count;
+};
+
+// The elements [begin, end) (flat, C order) of a dataspace of `dims`, as boxes in that
+// order: a partial first slab, whole slabs, a partial last slab, recursively (at most
+// 2 * ndim - 1 boxes).
+void boxes_of_run(const std::vector<hsize_t>& dims, std::size_t axis, std::vector<hsize_t>& prefix,
+                  std::int64_t begin, std::int64_t end, std::vector<Box>& out) {
+  if (begin >= end) return;
+  std::int64_t inner = 1;
+  for (std::size_t k = axis + 1; k < dims.size(); ++k) inner *= static_cast<std::int64_t>(dims[k]);
+  auto whole = [&](std::int64_t lo, std::int64_t hi) {  // slabs [lo, hi) of `axis`, complete
+    Box box{prefix, std::vector<hsize_t>(dims.size(), 1)};
+    box.offset.resize(dims.size(), 0);
+    box.offset[axis] = static_cast<hsize_t>(lo);
+    box.count[axis] = static_cast<hsize_t>(hi - lo);
+    for (std::size_t k = axis + 1; k < dims.size(); ++k) box.count[k] = dims[k];
+    out.push_back(std::move(box));
+  };
+  auto partial = [&](std::int64_t slab, std::int64_t from, std::int64_t to) {
+    prefix.push_back(static_cast<hsize_t>(slab));
+    boxes_of_run(dims, axis + 1, prefix, from, to, out);
+    prefix.pop_back();
+  };
+  if (inner == 1) return whole(begin, end);
+  const std::int64_t lo = begin / inner, hi = end / inner;
+  if (lo == hi) return partial(lo, begin - lo * inner, end - lo * inner);
+  std::int64_t whole_from = lo;
+  if (begin % inner != 0) {
+    partial(lo, begin % inner, inner);
+    whole_from = lo + 1;
+  }
+  if (hi > whole_from) whole(whole_from, hi);
+  if (end % inner != 0) partial(hi, 0, end % inner);
+}
+
+class DatasetReader final : public detail::TileReader {
+ public:
+  DatasetReader(const std::string& file, const std::string& dataset) : label_(where(file, dataset)) {
+    Session session;
+    file_ = std::make_unique<Id>(open_file(file, false));
+    Id probe = open_dataset(file_->get(), file, dataset);
+    Id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
+    type_ = std::make_unique<Id>(H5Dget_type(probe.get()), H5Tclose);
+    item_ = H5Tget_size(type_->get());
+    const std::size_t item = item_;
+    Id space(H5Dget_space(probe.get()), H5Sclose);
+    const int ndims = H5Sget_simple_extent_ndims(space.get());
+    dims_.resize(static_cast<std::size_t>(std::max(0, ndims)));
+    H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr);
+    // A chunk cache that holds a whole row of chunks (the chunks a tile boundary may cut),
+    // so consecutive reads never decompress a chunk twice; bounded at 1 GiB.
+    std::size_t cache_bytes = 64u << 20;
+    if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED && !dims_.empty()) {
+      std::vector<hsize_t> chunk(dims_.size());
+      H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+      std::size_t row_bytes = item * chunk[0];
+      for (std::size_t k = 1; k < dims_.size(); ++k)
+        row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
+      cache_bytes = std::clamp<std::size_t>(2 * row_bytes, cache_bytes, std::size_t{1} << 30);
+    }
+    Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+    H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes, 1.0);
+    dataset_ = std::make_unique<Id>(H5Dopen2(file_->get(), dataset.c_str(), dapl.get()), H5Dclose);
+    if (!dataset_->valid()) throw Error(label_, "cannot open the dataset for reading");
+  }
+
+  ~DatasetReader() override {
+    Session session;  // identifiers are closed under the lock too
+    dataset_.reset();
+    type_.reset();
+    file_.reset();
+  }
+
+  bool concurrent() const override { return false; }  // the HDF5 library is not thread-safe
+
+  const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
+    buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);
+    std::byte* dst = buffer.data();
+    if (end <= begin) return dst;
+    Session session;
+    std::vector<Box> boxes;
+    if (dims_.empty()) {
+      boxes.push_back({});
+    } else {
+      std::vector<hsize_t> prefix;
+      boxes_of_run(dims_, 0, prefix, begin, end, boxes);
+    }
+    // One read per box, the memory space shaped as the box: HDF5 maps chunks to memory
+    // quickly only when both selections have the same shape (else it goes element by
+    // element). The file's own type as memory type: raw bytes, converted later by ooc.
+    std::byte* at = dst;
+    for (const Box& box : boxes) {
+      Id file_space(H5Dget_space(dataset_->get()), H5Sclose);
+      Id memory_space(box.count.empty() ? H5Screate(H5S_SCALAR)
+                                        : H5Screate_simple(static_cast<int>(box.count.size()), box.count.data(), nullptr),
+                      H5Sclose);
+      if (!box.count.empty())
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, box.offset.data(), nullptr, box.count.data(), nullptr);
+      if (H5Dread(dataset_->get(), type_->get(), memory_space.get(), file_space.get(), H5P_DEFAULT, at) < 0)
+        throw Error(label_, "reading elements " + std::to_string(begin) + ".." + std::to_string(end) + " failed");
+      hsize_t elements = 1;
+      for (hsize_t c : box.count) elements *= c;
+      at += elements * item_;
+    }
+    return dst;
+  }
+
+ private:
+  std::string label_;
+  std::unique_ptr<Id> file_, type_, dataset_;
+  std::vector<hsize_t> dims_;
+  std::size_t item_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset) {
+  return std::make_unique<DatasetReader>(file, dataset);
+}
+
+std::optional<DatasetPath> split(std::string_view text) {
+  for (std::size_t at = text.find(":/"); at != std::string_view::npos; at = text.find(":/", at + 1)) {
+    const std::string file(text.substr(0, at));
+    std::ifstream probe(file);
+    if (has_hdf5_extension(file) || probe.good()) return DatasetPath{file, std::string(text.substr(at + 1))};
+  }
+  return std::nullopt;
+}
+
+bool is_hdf5_file(const std::string& path) {
+  static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  return in.read(head, sizeof head) && std::equal(head, head + 8, kSignature);
+}
+
+DatasetInfo describe(const std::string& file, const std::string& dataset) {
+  Session session;
+  Id f = open_file(file, false);
+  Id dset = open_dataset(f.get(), file, dataset);
+  return describe_open(dset.get(), dataset);
+}
+
+std::vector<DatasetInfo> list(const std::string& file) {
+  Session session;
+  Id f = open_file(file, false);
+  std::vector<DatasetInfo> found;
+  H5Ovisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, collect, &found);
+  std::sort(found.begin(), found.end(), [](const DatasetInfo& a, const DatasetInfo& b) { return a.name < b.name; });
+  return found;
+}
+
+bool exists(const std::string& file, const std::string& name) {
+  Session session;
+  Id f = open_file(file, false);
+  return link_exists(f.get(), name);
+}
+
+std::uint64_t create_dataset(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape) {
+  Session session;
+  const bool existing = is_hdf5_file(file);
+  Id f = existing ? open_file(file, true)
+                  : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.valid()) throw Error(file, "cannot create the HDF5 file");
+  Id type = make_type(dtype);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Id space(shape.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+           H5Sclose);
+  Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  // Contiguous so it can be mapped; space allocated now and never filled (we write it all).
+  H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
+  H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+  Id lcpl = intermediate_groups();
+  Id dset(H5Dcreate2(f.get(), dataset.c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+          H5Dclose);
+  if (!dset.valid()) throw Error(where(file, dataset), "cannot create the dataset");
+  const haddr_t offset = H5Dget_offset(dset.get());
+  if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(file, "cannot flush the HDF5 file");
+  return offset == HADDR_UNDEF ? 0 : static_cast<std::uint64_t>(offset);
+}
+
+void move_dataset(const std::string& file, const std::string& from, const std::string& to, bool replace) {
+  Session session;
+  Id f = open_file(file, true);
+  if (replace && link_exists(f.get(), to) && H5Ldelete(f.get(), to.c_str(), H5P_DEFAULT) < 0)
+    throw Error(where(file, to), "cannot replace the existing dataset");
+  Id lcpl = intermediate_groups();
+  if (H5Lmove(f.get(), from.c_str(), f.get(), to.c_str(), lcpl.get(), H5P_DEFAULT) < 0)
+    throw Error(where(file, to), "cannot give the finished dataset its name");
+  if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(file, "cannot flush the HDF5 file");
+}
+
+void delete_dataset(const std::string& file, const std::string& name) {
+  Session session;
+  Id f(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  if (f.valid() && link_exists(f.get(), name)) H5Ldelete(f.get(), name.c_str(), H5P_DEFAULT);
+}
+
+}  // namespace ooc::hdf5

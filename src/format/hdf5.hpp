@@ -1,0 +1,72 @@
+#pragma once
+// HDF5 datasets, through the HDF5 C library only (we never parse HDF5 structures): where
+// a contiguous dataset's bytes lie in its file, how to create one for writing, and what a
+// file holds. The library is not thread-safe in Debian's build: every call here holds one
+// process-wide lock.
+
+#include "ooc/dtype.hpp"
+#include "ooc/shape.hpp"
+#include "tile_reader.hpp"
+
+#include <memory>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ooc::hdf5 {
+
+/// "run.h5:/sim/pressure" -> {"run.h5", "/sim/pressure"}. A text splits at the first ":/"
+/// whose left side is an existing file or ends in an HDF5 extension (.h5 .hdf5 .hdf .he5).
+struct DatasetPath {
+  std::string file;
+  std::string dataset;  // absolute, starts with '/'
+};
+std::optional<DatasetPath> split(std::string_view text);
+
+/// True if `path` is a file that starts with the HDF5 signature.
+bool is_hdf5_file(const std::string& path);
+
+/// What a dataset is and whether ooc can map it.
+struct DatasetInfo {
+  std::string name;                 // absolute path in the file
+  std::optional<DType> dtype;       // empty when the type is not one ooc handles
+  std::string type_text;            // numpy-like name of the type, or what it is ("string")
+  Shape shape;
+  std::string layout;               // "contiguous", "chunked", "compact", "virtual"
+  std::vector<std::string> filters; // e.g. "deflate", "shuffle"
+  bool allocated = false;           // storage written (contiguous or chunked)
+  std::optional<std::uint64_t> offset;  // file offset of a contiguous, allocated dataset
+  bool readable = false;            // ooc can read it at all (number type, a shape)
+  bool mappable = false;            // ... and map it, rather than read it tile by tile
+  std::string why_not_mappable;     // empty when mappable
+};
+
+/// Describes `dataset` in `file`; throws ooc::Error naming file and dataset when the file
+/// cannot be opened or the dataset does not exist or is a group.
+DatasetInfo describe(const std::string& file, const std::string& dataset);
+
+/// A reader of any run of elements of a dataset that cannot be mapped (chunked,
+/// compressed, compact, not yet allocated: H5Dread gives what h5py gives, fill values
+/// included). Its chunk cache holds a whole row of chunks (within reason), so reading
+/// consecutive runs decompresses each chunk once.
+std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset);
+
+/// Every dataset in the file, in name order.
+std::vector<DatasetInfo> list(const std::string& file);
+
+/// Creates `dataset` (and missing groups) in `file` (created if absent) as a contiguous
+/// dataset, allocated at once and never filled, and returns the file offset of its data.
+std::uint64_t create_dataset(const std::string& file, const std::string& dataset, DType dtype,
+                             const Shape& shape);
+
+/// Renames a dataset (link) within `file`, creating missing groups; with `replace` an
+/// existing link at `to` is deleted first.
+void move_dataset(const std::string& file, const std::string& from, const std::string& to, bool replace);
+/// Deletes a link, ignoring one that does not exist.
+void delete_dataset(const std::string& file, const std::string& name);
+/// True if `name` exists in `file` (as any object).
+bool exists(const std::string& file, const std::string& name);
+
+}  // namespace ooc::hdf5

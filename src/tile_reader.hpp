@@ -1,0 +1,49 @@
+#pragma once
+// How the pipeline gets the bytes of an array it does not read through a mapping (a
+// chunked HDF5 dataset, or a file read with O_DIRECT): a reader fills a buffer with any
+// run of elements.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+namespace ooc::detail {
+
+/// A grow-only buffer aligned for O_DIRECT (4 KiB); its memory is reused tile after tile,
+/// which also spares the cost of fresh pages.
+class AlignedBuffer {
+ public:
+  static constexpr std::size_t kAlignment = 4096;
+  std::byte* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  void ensure(std::size_t bytes) {
+    if (bytes <= size_) return;
+    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    data_.reset(static_cast<std::byte*>(p));
+    size_ = rounded;
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> data_;
+  std::size_t size_ = 0;
+};
+
+class TileReader {
+ public:
+  virtual ~TileReader() = default;
+  /// Reads elements [begin, end) (memory order, the array's own byte order) into
+  /// `buffer`, growing it as needed; returns where element `begin` is in it.
+  virtual const std::byte* read(std::int64_t begin, std::int64_t end, AlignedBuffer& buffer) = 0;
+  /// True if reads may run on several threads at once (on the kernel threads); false
+  /// for readers that must be called from the serial prefetch stage.
+  virtual bool concurrent() const = 0;
+};
+
+}  // namespace ooc::detail

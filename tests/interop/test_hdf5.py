@@ -1,0 +1,257 @@
+"""HDF5 through ooc gives what h5py + numpy give: contiguous datasets are mapped,
+chunked and compressed ones streamed, outputs are datasets h5py reads, and files are
+never damaged - written ones keep their other objects, read ones keep every byte."""
+import hashlib
+import itertools
+import json
+import os
+import sys
+import unittest
+import warnings
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import DTYPES, TempDir, run, run_json, same_scalar, sample  # noqa: E402
+
+REDUCTIONS = {"sum": np.sum, "mean": np.mean, "min": np.min, "max": np.max}
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def contents(path):
+    """Every object's values and attributes, for comparing a file before and after."""
+    found = {}
+    with h5py.File(path, "r") as f:
+        found["/@"] = {k: np.asarray(v).tobytes() for k, v in f.attrs.items()}
+
+        def visit(name, obj):
+            attrs = {k: np.asarray(v).tobytes() for k, v in obj.attrs.items()}
+            data = obj[()].tobytes() if isinstance(obj, h5py.Dataset) and obj.shape is not None else None
+            found[name] = (type(obj).__name__, attrs, data, getattr(obj, "dtype", None))
+        f.visititems(visit)
+    return found
+
+
+class Hdf5Case(unittest.TestCase):
+    def setUp(self):
+        self.tmp = TempDir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check_reductions(self, spec, a, *extra):
+        for op, fn in REDUCTIONS.items():
+            if a.size == 0 and op in ("min", "max"):
+                continue
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                expected = fn(a)
+            got = run_json("reduce", op, spec, *extra)
+            with self.subTest(spec=spec, op=op, dtype=a.dtype.str, shape=a.shape, extra=extra):
+                self.assertEqual(got["dtype"], np.asarray(expected).dtype.name)
+                self.assertTrue(same_scalar(got["value"], expected), f"ooc {got['value']!r} numpy {expected!r}")
+
+
+class ReadTest(Hdf5Case):
+    def test_contiguous_datasets_of_every_dtype_in_nested_groups_reduce_as_numpy(self):
+        path = self.tmp.file("all.h5")
+        arrays = {}
+        with h5py.File(path, "w") as f:
+            for i, dtype in enumerate(DTYPES):
+                a = sample(dtype, (3, 4, 5) if i % 2 else (41,), seed=i)
+                name = f"/run{i % 3}/deep/d{i}"
+                f.create_dataset(name, data=a)
+                arrays[name] = a
+        before = digest(path)
+        for name, a in arrays.items():
+            info = run_json("info", f"{path}:{name}")
+            self.assertEqual(info["dtype"], np.dtype(a.dtype).str if a.dtype.itemsize > 1 else "|" + a.dtype.str[1:])
+            self.assertEqual(info["shape"], list(a.shape))
+            self.assertTrue(info["mappable"])
+            self.check_reductions(f"{path}:{name}", a)
+        self.assertEqual(digest(path), before, "reading changed the file")
+
+    def test_chunked_and_compressed_datasets_stream_to_numpys_answers(self):
+        path = self.tmp.file("chunked.h5")
+        cases = {
+            "gzip_1d": (sample("<f8", (200003,), seed=1), dict(chunks=(7000,), compression="gzip")),
+            "plain_1d": (sample(">f4", (150001,), seed=2), dict(chunks=(4096,))),
+            "shuffle_2d": (sample("<i4", (1001, 257), seed=3), dict(chunks=(64, 50), compression="gzip", shuffle=True)),
+            "cube_3d": (sample(">f8", (37, 41, 43), seed=4), dict(chunks=(5, 7, 11), compression="gzip")),
+            "bool_2d": (sample("|b1", (300, 301), seed=5), dict(chunks=(30, 30))),
+            "half_2d": (sample("<f2", (500, 300), seed=6), dict(chunks=(100, 100), compression="gzip")),
+        }
+        with h5py.File(path, "w") as f:
+            for name, (a, kw) in cases.items():
+                f.create_dataset(name, data=a, **kw)
+        before = digest(path)
+        for name, (a, _) in cases.items():
+            spec = f"{path}:/{name}"
+            self.assertFalse(run_json("info", spec)["mappable"])
+            # Small tiles cut chunks and rows in the middle; several thread counts.
+            for extra in ([], ["--tile-bytes", "64K", "--threads", "1"], ["--tile-bytes", "64K", "--threads", "7"]):
+                self.check_reductions(spec, a, *extra)
+        self.assertEqual(digest(path), before, "reading changed the file")
+
+    def test_empty_scalar_and_never_written_datasets(self):
+        path = self.tmp.file("odd.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("empty", shape=(0,), dtype="f8")
+            f.create_dataset("empty_chunked", shape=(0, 4), dtype="i2", chunks=(1, 4), maxshape=(None, 4))
+            f["scalar"] = np.float32(2.5)
+            f.create_dataset("unwritten", shape=(5, 3), dtype="i4", fillvalue=7)
+            f.create_dataset("unwritten_chunked", shape=(100,), dtype="f8", chunks=(10,), fillvalue=1.5)
+        for name in ["empty", "empty_chunked", "scalar", "unwritten", "unwritten_chunked"]:
+            with h5py.File(path, "r") as f:
+                a = f[name][()]
+            self.check_reductions(f"{path}:/{name}", np.asarray(a))
+
+    def test_info_lists_every_dataset_with_layout_and_whether_it_maps(self):
+        path = self.tmp.file("list.h5")
+        with h5py.File(path, "w") as f:
+            f["a"] = np.arange(3)
+            f.create_dataset("g/c", data=np.arange(10.0), chunks=(5,), compression="gzip")
+            f["s"] = np.array([b"text"])
+        info = run_json("info", path)
+        by_name = {d["path"]: d for d in info["datasets"]}
+        self.assertEqual(sorted(by_name), [f"{path}:/a", f"{path}:/g/c", f"{path}:/s"])
+        self.assertEqual(by_name[f"{path}:/g/c"]["layout"], "chunked")
+        self.assertEqual(by_name[f"{path}:/g/c"]["filters"], ["deflate"])
+        self.assertTrue(by_name[f"{path}:/a"]["mappable"])
+        self.assertIsNone(by_name[f"{path}:/s"]["dtype"])
+        text = run("info", path).stdout
+        self.assertIn("3 dataset(s)", text)
+
+
+class WriteTest(Hdf5Case):
+    def test_outputs_are_datasets_h5py_reads_with_numpys_values(self):
+        src = self.tmp.file("src.h5")
+        with h5py.File(src, "w") as f:
+            for dtype in DTYPES:
+                f[f"x{dtype[1:]}{'be' if dtype[0] == '>' else ''}"] = sample(dtype, (50, 3), seed=9)
+            f.create_dataset("chunked", data=sample("<f8", (20001,), seed=9), chunks=(1000,), compression="gzip")
+        out = self.tmp.file("out.h5")
+        with h5py.File(src, "r") as f:
+            names = list(f.keys())
+        for name in names:
+            with h5py.File(src, "r") as f:
+                a = f[name][()]
+            run("apply", "add-one", f"{src}:/{name}", "-o", f"{out}:/results/{name}", "--quiet", "--tile-bytes", "64K")
+            with np.errstate(all="ignore"):
+                expected = a + 1
+            with h5py.File(out, "r") as f:
+                got = f[f"results/{name}"]
+                self.assertEqual(got.dtype, expected.dtype, name)
+                self.assertEqual(got.id.get_create_plist().get_layout(), h5py.h5d.CONTIGUOUS)
+                np.testing.assert_array_equal(got[()], expected)
+        # .npy in, HDF5 out, and back
+        npy = self.tmp.save("a.npy", sample(">i2", (1000,)))
+        run("apply", "scale:3", npy, "-o", f"{out}:/from_npy", "--quiet")
+        with h5py.File(out, "r") as f:
+            np.testing.assert_array_equal(f["from_npy"][()], np.load(npy) * 3)
+        back = self.tmp.file("back.npy")
+        run("apply", "add:0", f"{out}:/from_npy", "-o", back, "--quiet")
+        np.testing.assert_array_equal(np.load(back), np.load(npy) * 3)
+
+    def test_writing_into_an_existing_file_keeps_its_other_objects(self):
+        path = self.tmp.file("keep.h5")
+        with h5py.File(path, "w") as f:
+            f.attrs["title"] = "run 7"
+            f["a"] = np.arange(10.0)
+            f["a"].attrs["units"] = "Pa"
+            f.create_dataset("g/c", data=np.arange(100), chunks=(10,), compression="gzip")
+            f["g"].attrs["n"] = 3
+        before = contents(path)
+        run("apply", "add-one", f"{path}:/a", "-o", f"{path}:/results/run7/p", "--quiet")
+        after = contents(path)
+        for name, value in before.items():
+            self.assertEqual(after[name], value, name)
+        with h5py.File(path, "r") as f:
+            np.testing.assert_array_equal(f["results/run7/p"][()], np.arange(10.0) + 1)
+            self.assertFalse([k for k in f.keys() if k.startswith(".ooc")], "temporary dataset left behind")
+
+    def test_an_existing_dataset_is_an_error_unless_overwrite(self):
+        path = self.tmp.file("over.h5")
+        with h5py.File(path, "w") as f:
+            f["a"] = np.arange(5)
+            f["b"] = np.zeros(5)
+        before = digest(path)
+        proc = run("apply", "add-one", f"{path}:/a", "-o", f"{path}:/b", check=False)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("already exists", proc.stderr)
+        self.assertEqual(digest(path), before, "a refused write changed the file")
+        run("apply", "add-one", f"{path}:/a", "-o", f"{path}:/b", "--overwrite", "--quiet")
+        with h5py.File(path, "r") as f:
+            np.testing.assert_array_equal(f["b"][()], np.arange(5) + 1)
+
+    def test_a_new_file_appears_only_when_complete(self):
+        src = self.tmp.save("a.npy", np.arange(10.0))
+        proc = run("apply", "add-one", src, "-o", f"{self.tmp.file('missing-dir/x.h5')}:/d", check=False)
+        self.assertEqual(proc.returncode, 1)
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy"])
+
+    def test_in_place_on_a_contiguous_dataset_is_numpys_plus_equals(self):
+        path = self.tmp.file("ip.h5")
+        a = sample(">i4", (30000,), seed=3)
+        with h5py.File(path, "w") as f:
+            f["d"] = a
+            f["other"] = np.arange(4)
+        run("apply", "add-one", f"{path}:/d", "--in-place", "--quiet", "--tile-bytes", "16K")
+        with h5py.File(path, "r") as f:
+            expected = a.copy()
+            with np.errstate(all="ignore"):
+                expected += 1
+            np.testing.assert_array_equal(f["d"][()], expected)
+            self.assertEqual(f["d"].dtype, np.dtype(">i4"))
+            np.testing.assert_array_equal(f["other"][()], np.arange(4))
+
+
+class ErrorTest(Hdf5Case):
+    def error(self, code, *args, words=()):
+        proc = run(*args, check=False)
+        self.assertEqual(proc.returncode, code, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        for w in words:
+            self.assertIn(w, lines[0])
+        return lines[0]
+
+    def test_each_bad_dataset_is_one_clear_line(self):
+        path = self.tmp.file("bad.h5")
+        with h5py.File(path, "w") as f:
+            f["num"] = np.arange(3)
+            f.create_group("grp")
+            f["str"] = np.array([b"ab", b"cd"])
+            f["cmp"] = np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")])
+            f.create_dataset("vlen", shape=(2,), dtype=h5py.vlen_dtype(np.int32))
+            f.create_dataset("ref", shape=(1,), dtype=h5py.ref_dtype)
+        self.error(1, "reduce", "sum", f"{self.tmp.file('none.h5')}:/x", words=["none.h5"])
+        self.error(1, "reduce", "sum", f"{path}:/nope", words=[f"{path}:/nope", "no such dataset"])
+        self.error(1, "reduce", "sum", f"{path}:/grp", words=["is a group"])
+        for name, kind in [("str", "string"), ("cmp", "compound"), ("vlen", "variable-length"), ("ref", "reference")]:
+            self.error(1, "reduce", "sum", f"{path}:/{name}", words=[f"{path}:/{name}", kind])
+        self.error(2, "reduce", "sum", path, words=["name a dataset", "/num"])
+        npy = self.tmp.save("a.npy", np.arange(3))
+        self.error(1, "reduce", "sum", f"{npy}:/x", words=["not an HDF5 file"])
+        chunked = self.tmp.file("c.h5")
+        with h5py.File(chunked, "w") as f:
+            f.create_dataset("c", data=np.arange(10), chunks=(5,), compression="gzip")
+        before = digest(chunked)
+        self.error(2, "apply", "add-one", f"{chunked}:/c", "--in-place", words=["chunked"])
+        self.assertEqual(digest(chunked), before)
+        lzf = self.tmp.file("lzf.h5")
+        with h5py.File(lzf, "w") as f:
+            f.create_dataset("z", data=np.arange(1000.0), chunks=(100,), compression="lzf")
+        self.error(1, "reduce", "sum", f"{lzf}:/z", words=[f"{lzf}:/z", "lzf", "cannot decode"])
+        fortran = self.tmp.save("f.npy", np.asfortranarray(np.zeros((3, 4))))
+        self.error(2, "apply", "add-one", fortran, "-o", f"{self.tmp.file('o.h5')}:/x", words=["C order"])
+        self.assertFalse(os.path.exists(self.tmp.file("o.h5")))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -17,12 +17,7 @@ ReduceOp ReduceOp::parse(std::string_view name) {
 }
 
 Scalar ReduceOp::run(const MappedArray& in, const PipelineOptions& options) const {
-  switch (code_) {
-    case Code::sum: return reduce(in, Sum{}, options);
-    case Code::mean: return reduce(in, Mean{}, options);
-    case Code::min: return reduce(in, Min{}, options);
-    case Code::max: default: return reduce(in, Max{}, options);
-  }
+  return visit([&](const auto& kernel) { return reduce(in, kernel, options); });
 }
 
 }  // namespace ooc::kernels

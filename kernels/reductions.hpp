@@ -5,6 +5,7 @@
 #include "ooc/dtype.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/scalar.hpp"
+#include "ooc/state_bytes.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -55,12 +56,25 @@ using sum_result_t = std::conditional_t<is_floating_v<T>, T, sum_accumulator_t<T
 /// A sum taken numpy's way: each block's pairwise sum (in Acc) is added, in array order,
 /// to a running total kept in Total, the dtype numpy keeps its output in (so a float16
 /// total is rounded to float16 after every block, as numpy's is). Tiles record their
-/// block sums; the in-order merge adds them to the running total.
+/// block sums; the in-order merge adds them to the running total. Not associative in
+/// floating point: a tile's blocks must be added to the total of everything before it,
+/// which is why MPI ranks hand the running state on rather than merging their own.
 template <class Acc, class Total>
 struct BlockedSum {
   Total total{};
   std::vector<Acc> blocks;  // block sums of a tile, not yet added to a total
   std::int64_t count = 0;
+
+  void save(StateWriter& out) const {
+    out.put(total);
+    out.put_vector(blocks);
+    out.put(count);
+  }
+  void load(StateReader& in) {
+    total = in.get<Total>();
+    blocks = in.get_vector<Acc>();
+    count = in.get<std::int64_t>();
+  }
 
   template <class Values>
   void add_block(const Values& x) {
@@ -214,6 +228,16 @@ class ReduceOp {
   static ReduceOp parse(std::string_view name);
   const std::string& name() const { return name_; }
   Scalar run(const MappedArray& in, const PipelineOptions& options = {}) const;
+  /// Calls f(kernel) with the kernel object this operation names and returns what f
+  /// returns: the one switch from a name to a kernel type, for run() and ooc::mpi.
+  template <class F> decltype(auto) visit(F&& f) const {
+    switch (code_) {
+      case Code::sum: return f(Sum{});
+      case Code::mean: return f(Mean{});
+      case Code::min: return f(Min{});
+      case Code::max: default: return f(Max{});
+    }
+  }
 
  private:
   std::string name_;

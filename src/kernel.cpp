@@ -23,6 +23,28 @@ void rethrow_naming(const std::string& path) {
   }
 }
 
+std::exception_ptr current_exception_naming(const std::string& path) {
+  try {
+    rethrow_naming(path);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+TilePlan plan_run(const MappedArray& array, const PipelineOptions& options) {
+  const TilePlan plan = TilePlan::for_array(array, options.tile_bytes).slice(options.tiles);
+  check_mapped(array, plan);
+  return plan;
+}
+
+void check_mapped(const MappedArray& array, const TilePlan& plan) {
+  const ElementRange mapped = array.window();
+  if (plan.empty() || (mapped.begin <= plan.begin() && plan.end() <= mapped.end)) return;
+  throw UsageError(array.path(), "maps elements [" + std::to_string(mapped.begin) + ", " +
+                                     std::to_string(mapped.end) + ") but the run needs [" +
+                                     std::to_string(plan.begin()) + ", " + std::to_string(plan.end()) + ")");
+}
+
 void check_transform_arrays(const MappedArray& in, MappedArray& out) {
   if (!out.writable()) throw UsageError(out.path(), "output is mapped read-only");
   if (in.shape() != out.shape())

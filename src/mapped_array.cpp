@@ -10,6 +10,7 @@
 
 #include <boost/interprocess/mapped_region.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -45,8 +46,10 @@ struct MappedArray::Impl {
   ArrayInfo info;
   bool writable = false;
   os::UniqueFd fd;
-  bip::mapped_region region;  // empty when the array holds no bytes or is not mapped
-  std::byte* data = nullptr;
+  ElementRange window{0, 0};  // the elements mapped (all of them when not mapped)
+  bip::mapped_region region;  // empty when the window holds no bytes or is not mapped
+  std::byte* data = nullptr;  // first byte of element window.begin
+  std::filesystem::path temp_path;  // a new file's temporary name until commit
   std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
   os::ShrinkWatch watch;  // declared after region: stops watching before the unmap
   // An output not yet committed: `publish` gives it its final name once the data is
@@ -88,6 +91,7 @@ struct MappedArray::Impl {
   // removed if the array is dropped first.
   void create_beside(const std::string& final_path, std::filesystem::path& temp) {
     fd = os::create_temp_beside(final_path, temp);
+    temp_path = temp;
     discard = [temp] { std::filesystem::remove(temp); };
     publish = [temp, final_path] {
       os::rename_file(temp, final_path);
@@ -95,12 +99,29 @@ struct MappedArray::Impl {
     };
   }
 
-  void map() {
-    const std::uint64_t bytes = info.nbytes();
-    if (bytes == 0) return;  // mmap cannot map zero bytes; an empty array needs none
+  // Opens the array `name` names and reads where its bytes are: everything map_file does
+  // but mapping. A chunked or compressed HDF5 dataset gets its tile reader.
+  void open(const std::string& name, Access access);
+
+  // The address of element `index` of the array, clamped to the mapped window.
+  std::uintptr_t address_of(std::int64_t index) const {
+    const std::int64_t at = std::clamp(index, window.begin, window.end) - window.begin;
+    return reinterpret_cast<std::uintptr_t>(data) +
+           static_cast<std::uintptr_t>(at) * static_cast<std::uintptr_t>(info.dtype.itemsize());
+  }
+
+  void map(ElementRange wanted) {
+    const std::int64_t size = info.size();
+    window.begin = std::clamp<std::int64_t>(wanted.begin, 0, size);
+    window.end = std::clamp<std::int64_t>(wanted.end, window.begin, size);
+    const std::uint64_t item = static_cast<std::uint64_t>(info.dtype.itemsize());
+    const std::uint64_t bytes = static_cast<std::uint64_t>(window.size()) * item;
+    if (bytes == 0) return;  // mmap cannot map zero bytes; an empty window needs none
     const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
+    // Boost maps from the page holding the first byte and hands back its exact address.
+    const std::uint64_t offset = info.data_offset + static_cast<std::uint64_t>(window.begin) * item;
     try {
-      region = bip::mapped_region(DescriptorMapping{fd.get(), mode}, mode, static_cast<bip::offset_t>(info.data_offset),
+      region = bip::mapped_region(DescriptorMapping{fd.get(), mode}, mode, static_cast<bip::offset_t>(offset),
                                   static_cast<std::size_t>(bytes));
     } catch (const bip::interprocess_exception& e) {
       throw Error(path, std::string("cannot map the data: ") + e.what());
@@ -128,15 +149,17 @@ void MappedArray::check_intact() const {
                                  " (truncated by another process)");
 }
 
+ElementRange MappedArray::window() const { return impl_->window; }
+
 std::span<const std::byte> MappedArray::bytes() const& {
   if (impl_->reader)
     throw UsageError(impl_->path, "is read tile by tile, not mapped: use transform, reduce or for_each_tile");
-  return {impl_->data, static_cast<std::size_t>(nbytes())};
+  return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
 std::span<std::byte> MappedArray::writable_bytes() & {
   if (!impl_->writable) throw UsageError(impl_->path, "array is mapped read-only");
-  return {impl_->data, static_cast<std::size_t>(nbytes())};
+  return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
 void MappedArray::check_view_type(DType wanted) const {
@@ -229,33 +252,44 @@ std::string random_suffix() {
 
 }  // namespace
 
-MappedArray map_file(const std::string& path, Access access) {
-  const auto dataset = hdf5::split(path);
-  const std::string file = dataset ? dataset->file : path;
-  auto impl = std::make_unique<MappedArray::Impl>();
-  impl->path = path;
-  impl->writable = access == Access::read_write;
-  impl->fd = os::open_existing(file, impl->writable);
+void MappedArray::Impl::open(const std::string& name, Access access) {
+  const auto dataset = hdf5::split(name);
+  const std::string file = dataset ? dataset->file : name;
+  path = name;
+  writable = access == Access::read_write;
+  fd = os::open_existing(file, writable);
   if (dataset) {
     if (!hdf5::is_hdf5_file(file))
       throw Error(file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
     bool streamed = false;
-    impl->info = hdf5_layout(path, *dataset, impl->fd.get(), streamed);
+    info = hdf5_layout(name, *dataset, fd.get(), streamed);
     if (streamed) {
-      if (impl->writable) throw UsageError(path, "a chunked or compressed dataset cannot be modified in place");
-      impl->reader = hdf5::open_reader(file, dataset->dataset);
-      return MappedArray(std::move(impl));
+      if (writable) throw UsageError(name, "a chunked or compressed dataset cannot be modified in place");
+      reader = hdf5::open_reader(file, dataset->dataset);
+      window = ElementRange{0, info.size()};  // read tile by tile, wherever the tiles are
     }
   } else if (hdf5::is_hdf5_file(file)) {
-    throw UsageError(path, "is an HDF5 file: name a dataset, as " + path + ":/name (" + dataset_names(path) + ")");
+    throw UsageError(name, "is an HDF5 file: name a dataset, as " + name + ":/name (" + dataset_names(name) + ")");
   } else {
-    impl->info = npy_layout(path, impl->fd.get());
+    info = npy_layout(name, fd.get());
   }
-  impl->map();
+}
+
+MappedArray map_file(const std::string& path, Access access, ElementRange window) {
+  auto impl = std::make_unique<MappedArray::Impl>();
+  impl->open(path, access);
+  if (!impl->reader) impl->map(window);
   return MappedArray(std::move(impl));
 }
 
-MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order) {
+ArrayInfo read_info(const std::string& path) {
+  MappedArray::Impl impl;
+  impl.open(path, Access::read_only);
+  return impl.info;
+}
+
+MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order,
+                       ElementRange window) {
   auto impl = MappedArray::Impl::output(path, "npy", dtype, shape, order);
   if (std::filesystem::is_directory(path)) throw Error(path, "is a directory");
   const std::string header = npy::make_header(dtype, shape, order);
@@ -265,7 +299,7 @@ MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
   impl->create_beside(path, temp);
   os::write_at(impl->fd.get(), header.data(), header.size(), 0, path);
   os::preallocate(impl->fd.get(), header.size() + impl->info.nbytes(), path);
-  impl->map();
+  impl->map(window);
   return MappedArray(std::move(impl));
 }
 
@@ -295,7 +329,7 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
   }
   // HDF5 only reserved the range in its own books: reserve the disk blocks now.
   os::preallocate_range(impl->fd.get(), impl->info.data_offset, impl->info.nbytes(), path);
-  impl->map();
+  impl->map({});
   return MappedArray(std::move(impl));
 }
 
@@ -350,10 +384,11 @@ namespace detail {
 void MappedArrayAccess::advise(const MappedArray& array, std::int64_t begin, std::int64_t end,
                                os::Advice advice) {
   const MappedArray::Impl& m = *array.impl_;
-  if (m.data == nullptr || end <= begin) return;
-  const std::size_t item = static_cast<std::size_t>(m.info.dtype.itemsize());
-  os::advise(m.data + static_cast<std::size_t>(begin) * item,
-             static_cast<std::size_t>(end - begin) * item, advice);
+  if (m.data == nullptr) return;
+  const std::uintptr_t from = m.address_of(begin);
+  const std::uintptr_t to = m.address_of(end);
+  if (to <= from) return;
+  os::advise(reinterpret_cast<const void*>(from), to - from, advice);
 }
 
 void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t end,
@@ -363,8 +398,7 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   const std::uintptr_t page = os::page_size();
   const auto base = reinterpret_cast<std::uintptr_t>(m.data);
   const std::uintptr_t from = *mark != 0 ? *mark : base / page * page;
-  const std::uintptr_t to =
-      (base + static_cast<std::uintptr_t>(end) * static_cast<std::uintptr_t>(m.info.dtype.itemsize())) / page * page;
+  const std::uintptr_t to = m.address_of(end) / page * page;
   if (to <= from) return;
   os::advise(reinterpret_cast<const void*>(from), to - from, os::Advice::dont_need);
   *mark = to;
@@ -382,7 +416,7 @@ std::byte* MappedArrayAccess::writable_data(const MappedArray& array) { return a
 
 double MappedArrayAccess::cached_fraction(const MappedArray& array) {
   const MappedArray::Impl& m = *array.impl_;
-  return m.data ? os::cached_fraction(m.data, static_cast<std::size_t>(m.info.nbytes())) : 1.0;
+  return m.data ? os::cached_fraction(m.data, m.region.get_size()) : 1.0;
 }
 
 void MappedArrayAccess::sync(const MappedArray& array, std::int64_t begin, std::int64_t end) {
@@ -395,10 +429,27 @@ void MappedArrayAccess::sync(const MappedArray& array, std::int64_t begin, std::
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {
   const MappedArray::Impl& m = *array.impl_;
+  begin = std::max(begin, m.window.begin);
+  end = std::min(end, m.window.end);
   if (!m.writable || end <= begin) return;
   const std::uint64_t item = static_cast<std::uint64_t>(m.info.dtype.itemsize());
   os::start_writeback(m.fd.get(), m.info.data_offset + static_cast<std::uint64_t>(begin) * item,
                       static_cast<std::uint64_t>(end - begin) * item);
+}
+
+std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) { return array.impl_->temp_path; }
+
+MappedArray MappedArrayAccess::map_output_part(const std::filesystem::path& temp, const std::string& final_path,
+                                               ElementRange window) {
+  auto impl = std::make_unique<MappedArray::Impl>();
+  try {
+    impl->open(temp.string(), Access::read_write);
+  } catch (const Error& e) {
+    throw Error(final_path, "cannot open the output being written: " + e.problem());
+  }
+  impl->path = final_path;
+  impl->map(window);
+  return MappedArray(std::move(impl));
 }
 
 }  // namespace detail

@@ -9,6 +9,9 @@
 
 #include <optional>
 
+#include <filesystem>
+#include <string>
+
 namespace ooc::detail {
 
 class MappedArrayAccess {
@@ -33,6 +36,14 @@ class MappedArrayAccess {
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
   /// Writes the elements [begin, end) of a writable array to disk and waits.
   static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
+
+  /// The temporary file a pending output from create_npy is written to until commit().
+  static std::filesystem::path pending_path(const MappedArray& array);
+  /// Maps `window` of the pending output `temp` that another process created (an MPI
+  /// rank's part of it) for writing; errors name `final_path`. The file stays its
+  /// creator's to rename or remove: commit() only flushes and fsyncs.
+  static MappedArray map_output_part(const std::filesystem::path& temp, const std::string& final_path,
+                                     ElementRange window);
 };
 
 }  // namespace ooc::detail

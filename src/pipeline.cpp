@@ -42,8 +42,8 @@ struct Streams::Impl {
   bool populate;
   Io io;
   std::vector<std::unique_ptr<Stream>> streams;
-  std::size_t advised = 0;       // tiles [0, advised) have been requested
-  std::int64_t committed = 0;    // elements [0, committed) are finished
+  std::size_t advised = 0;       // tile positions [0, advised) have been requested
+  std::int64_t committed;        // elements [plan.begin(), committed) are finished
 
   Stream& add(const MappedArray& array, bool output) {
     for (auto& s : streams)
@@ -85,9 +85,10 @@ struct Streams::Impl {
 Streams::Streams(const TilePlan& plan, const PipelineOptions& options)
     : impl_(new Impl{plan, tokens_in_flight(options), static_cast<std::size_t>(std::max(0, options.prefetch)),
                      options.populate, options.io, {},
-                     // A resumed run starts at first_tile: nothing before it is advised or released.
+                     // A resumed run starts at position first_tile: nothing before it is
+                     // advised or released.
                      std::min(options.first_tile, plan.size()),
-                     plan.size() > options.first_tile ? plan[options.first_tile].begin : plan.elements()}) {}
+                     plan.size() > options.first_tile ? plan[options.first_tile].begin : plan.end()}) {}
 
 Streams::~Streams() = default;
 
@@ -109,7 +110,10 @@ void Streams::add_output(const MappedArray& array) {
   const bool in_place = std::any_of(impl_->streams.begin(), impl_->streams.end(),
                                     [&](const auto& s) { return s->array == &array; });
   Impl::Stream& s = impl_->add(array, true);
-  const bool direct = !in_place && array.pending() && impl_->io != Io::mapped && array.nbytes() > 0 &&
+  // Only an output this process writes whole: an MPI rank's part shares its edge pages
+  // with the neighbours' mappings, and O_DIRECT must not write under a mapped page.
+  const bool whole = array.window().size() == array.size();
+  const bool direct = !in_place && whole && array.pending() && impl_->io != Io::mapped && array.nbytes() > 0 &&
                       (impl_->io == Io::direct || array.nbytes() >= kDirectOutputMinBytes);
   if (!direct) return;
   if (auto fd = MappedArrayAccess::reopen_direct(array, true)) {
@@ -122,23 +126,25 @@ void Streams::add_output(const MappedArray& array) {
 const std::byte* Streams::input(const MappedArray& array, const Tile& tile) const {
   const Impl::Stream& s = impl_->find(array);
   if (s.reader) return s.starts[tile.index % impl_->slots];
-  return array.bytes().data() + static_cast<std::size_t>(tile.begin) * static_cast<std::size_t>(array.dtype().itemsize());
+  // A mapping may hold a window of the array (an MPI rank's share) rather than all of it.
+  return array.bytes().data() +
+         static_cast<std::size_t>(tile.begin - array.window().begin) * static_cast<std::size_t>(array.dtype().itemsize());
 }
 
 std::byte* Streams::output(const MappedArray& array, const Tile& tile) const {
   const Impl::Stream& s = impl_->find(array);
   if (s.writer) return const_cast<std::byte*>(s.starts[tile.index % impl_->slots]);
   return MappedArrayAccess::writable_data(array) +
-         static_cast<std::size_t>(tile.begin) * static_cast<std::size_t>(array.dtype().itemsize());
+         static_cast<std::size_t>(tile.begin - array.window().begin) * static_cast<std::size_t>(array.dtype().itemsize());
 }
 
-void Streams::prefetch(std::size_t index) {
+void Streams::prefetch(std::size_t position) {
   Impl& m = *impl_;
-  const Tile tile = m.plan[index];
+  const Tile tile = m.plan[position];
+  const std::size_t slot = tile.index % m.slots;
   for (auto& s : m.streams)
-    if (s->reader && !s->reader->concurrent())
-      s->starts[index % m.slots] = s->reader->read(tile.begin, tile.end, s->buffers[index % m.slots]);
-  const std::size_t horizon = std::min(m.plan.size(), index + m.depth + 1);
+    if (s->reader && !s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+  const std::size_t horizon = std::min(m.plan.size(), position + m.depth + 1);
   for (; m.advised < horizon; ++m.advised) {
     const Tile ahead = m.plan[m.advised];
     for (auto& s : m.streams)
@@ -162,12 +168,12 @@ void Streams::check_intact() const {
   for (const auto& s : impl_->streams) s->array->check_intact();
 }
 
-void Streams::release(std::size_t index) {
+void Streams::release(std::size_t position) {
   Impl& m = *impl_;
-  const Tile tile = m.plan[index];
+  const Tile tile = m.plan[position];
   for (auto& s : m.streams) {
     if (s->writer) {
-      s->writer->write(tile.begin, tile.end, s->buffers[index % m.slots]);
+      s->writer->write(tile.begin, tile.end, s->buffers[tile.index % m.slots]);
       continue;
     }
     if (s->reader) continue;

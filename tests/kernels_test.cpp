@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <cstring>
@@ -300,4 +301,182 @@ TEST_CASE("a transform from a file that shrank under it fails and leaves no outp
                          doctest::Contains("in.npy: file shrank while being read"), ooc::Error);
   }
   CHECK(dir.entries() == 1);  // the input only
+}
+
+namespace {
+
+// Same dtype and same bits (NaN payloads aside, which JSON does not show either).
+bool same_scalar(const ooc::Scalar& a, const ooc::Scalar& b) {
+  if (a.dtype() != b.dtype() || a.to_json() != b.to_json()) return false;
+  return a.dtype().kind() != ooc::Kind::floating || std::isnan(a.as_double()) ||
+         bits(a.as_double()) == bits(b.as_double());
+}
+
+// What ooc::mpi::reduce does on `parts` ranks, done here in one process: each part maps
+// only its share, reduces its tiles to one state each, and the running state is handed
+// from part to part as bytes, each part merging its tile states into it in order.
+template <class Kernel>
+ooc::Scalar reduce_in_parts(const std::string& path, const Kernel& kernel, int parts, std::uint64_t tile_bytes) {
+  const ooc::ArrayInfo info = ooc::read_info(path);
+  return ooc::visit_dtype(info.dtype, [&]<class T>(std::type_identity<T>) {
+    using State = ooc::detail::kernel_state_t<Kernel, T>;
+    const auto plan = ooc::TilePlan::contiguous(info.size(), info.dtype.itemsize(), tile_bytes);
+    std::vector<std::byte> passed;
+    for (int part = 0; part < parts; ++part) {
+      const ooc::TilePlan mine = plan.slice(plan.share(part, parts));
+      const ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_only, {mine.begin(), mine.end()});
+      std::vector<State> tiles;
+      ooc::reduce_tiles<T>(a, kernel, mine, with(2, tile_bytes),
+                           [&](const ooc::Tile&, State&& s) { tiles.push_back(std::move(s)); });
+      State total = ooc::detail::kernel_identity<T>(kernel);
+      if (part > 0) {
+        ooc::StateReader in(passed);
+        ooc::load_state(total, in);
+        CHECK(in.done());
+      }
+      for (State& s : tiles) kernel.merge(total, std::move(s));
+      ooc::StateWriter out;
+      ooc::save_state(total, out);
+      passed = std::move(out).take();
+    }
+    State total = ooc::detail::kernel_identity<T>(kernel);
+    ooc::StateReader in(passed);
+    ooc::load_state(total, in);
+    return ooc::detail::kernel_result<T>(kernel, total);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("reductions handed on from part to part as bytes give the single-process bits") {
+  ScratchDir dir;
+  const auto values = normal_values(200003, 7);
+  std::vector<std::int64_t> ints(values.size());
+  std::transform(values.begin(), values.end(), ints.begin(), [](double v) { return static_cast<std::int64_t>(v * 1e6); });
+  make_array(dir.file("f8.npy"), values);
+  make_array(dir.file("f4be.npy"), values, ooc::DType(ooc::Kind::floating, 4, ooc::ByteOrder::big));
+  make_array(dir.file("f2.npy"), values, ooc::DType(ooc::Kind::floating, 2));
+  make_array(dir.file("i1.npy"), ints, ooc::DType(ooc::Kind::signed_int, 1));
+  make_array(dir.file("u8be.npy"), ints, ooc::DType(ooc::Kind::unsigned_int, 8, ooc::ByteOrder::big));
+  for (const char* name : {"f8.npy", "f4be.npy", "f2.npy", "i1.npy", "u8be.npy"}) {
+    const ooc::MappedArray a = ooc::map_file(dir.file(name));
+    for (const char* op : {"sum", "mean", "min", "max"}) {
+      for (std::uint64_t tile : {std::uint64_t{64 << 10}, std::uint64_t{256 << 10}}) {
+        const ooc::Scalar whole = ooc::kernels::ReduceOp::parse(op).run(a, with(2, tile));
+        for (int parts : {1, 2, 3, 4, 7, 40}) {
+          CAPTURE(name);
+          CAPTURE(op);
+          CAPTURE(tile);
+          CAPTURE(parts);
+          const ooc::Scalar handed = ooc::kernels::ReduceOp::parse(op).visit(
+              [&](const auto& kernel) { return reduce_in_parts(dir.file(name), kernel, parts, tile); });
+          CHECK(same_scalar(handed, whole));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("merging each part's own sum instead would change a float sum's bits") {
+  // Why the running state is handed on: the parts' totals re-associate the additions.
+  ScratchDir dir;
+  const auto a = make_array(dir.file("a.npy"), normal_values(400000, 3));
+  const auto plan = ooc::TilePlan::for_array(a, 64 << 10);
+  const double whole = ooc::reduce(a, ooc::kernels::Sum{}, with(1, 64 << 10)).as_double();
+  bool differs = false;
+  for (int parts : {2, 3, 4, 5}) {
+    double by_totals = 0;
+    for (int part = 0; part < parts; ++part) {
+      ooc::PipelineOptions o = with(1, 64 << 10);
+      o.tiles = plan.slice(plan.share(part, parts)).tiles();
+      by_totals += ooc::reduce(a, ooc::kernels::Sum{}, o).as_double();
+    }
+    differs = differs || bits(by_totals) != bits(whole);
+  }
+  CHECK(differs);
+}
+
+TEST_CASE("options.tiles reduces just those tiles: numpy's answer for the elements they cover") {
+  ScratchDir dir;
+  const auto values = normal_values(100000, 4);
+  const auto a = make_array(dir.file("a.npy"), values);
+  const auto plan = ooc::TilePlan::for_array(a, 64 << 10);  // 8192 float64s a tile
+  ooc::PipelineOptions o = with(2, 64 << 10);
+  o.tiles = {3, 9};
+  const std::vector<double> part(values.begin() + plan[3].begin, values.begin() + plan[8].end);
+  const auto alone = make_array(dir.file("part.npy"), part);
+  CHECK(same_scalar(ooc::reduce(a, ooc::kernels::Sum{}, o), ooc::reduce(alone, ooc::kernels::Sum{})));
+  CHECK(same_scalar(ooc::reduce(a, ooc::kernels::Max{}, o), ooc::reduce(alone, ooc::kernels::Max{})));
+  // ... and from a mapping of only those elements.
+  const auto window = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {plan[3].begin, plan[8].end});
+  CHECK(same_scalar(ooc::reduce(window, ooc::kernels::Sum{}, o), ooc::reduce(alone, ooc::kernels::Sum{})));
+}
+
+TEST_CASE("transform with options.tiles writes just those tiles, through windows of both arrays") {
+  ScratchDir dir;
+  const auto values = normal_values(50000, 5);
+  make_array(dir.file("a.npy"), values);
+  const auto plan = ooc::TilePlan::contiguous(50000, 8, 64 << 10);
+  ooc::PipelineOptions o = with(2, 64 << 10);
+  o.tiles = {2, 4};
+  const ooc::ElementRange part{plan[2].begin, plan[3].end};
+  const auto in = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, part);
+  auto out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<double>, {50000}, ooc::Order::c, part);
+  ooc::transform_as<double>(in, out, [](const auto& x) { return x + 1.0; }, o);
+  out.commit();
+  const auto back = ooc::map_file(dir.file("out.npy"));
+  const auto v = back.values<double>();
+  for (std::int64_t i = 0; i < 50000; ++i) {
+    const double expected = i >= part.begin && i < part.end ? values[static_cast<std::size_t>(i)] + 1.0 : 0.0;
+    if (v(i) != expected) {
+      CHECK(v(i) == expected);
+      CAPTURE(i);
+      break;
+    }
+  }
+}
+
+TEST_CASE("a run over elements an array does not map is a usage error naming it") {
+  ScratchDir dir;
+  make_array(dir.file("a.npy"), normal_values(50000, 6));
+  const auto part = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {0, 8192});
+  CHECK_THROWS_WITH_AS(ooc::reduce(part, ooc::kernels::Sum{}, with(1, 64 << 10)),
+                       doctest::Contains("maps elements [0, 8192) but the run needs [0, 50000)"), ooc::UsageError);
+  ooc::PipelineOptions o = with(1, 64 << 10);
+  o.tiles = {0, 1};
+  CHECK_NOTHROW(ooc::reduce(part, ooc::kernels::Sum{}, o));
+  auto out = ooc::create_npy(dir.file("o.npy"), ooc::dtype_of<double>, {50000}, ooc::Order::c, {8192, 50000});
+  CHECK_THROWS_AS(ooc::transform_as<double>(part, out, [](const auto& x) { return x; }, o), ooc::UsageError);
+}
+
+TEST_CASE("reduction states survive the trip through bytes") {
+  ooc::kernels::Sum::state_for<double> sum;
+  sum.total = 2.5;
+  sum.blocks = {1.0, -0.0, 3e300};
+  sum.count = 24577;
+  ooc::StateWriter out;
+  ooc::save_state(sum, out);
+  ooc::kernels::Min::state_for<ooc::half> low{ooc::half(-3.5f), true};
+  ooc::save_state(low, out);
+  const std::vector<std::byte> bytes = std::move(out).take();
+
+  ooc::StateReader in(bytes);
+  ooc::kernels::Sum::state_for<double> sum_back;
+  ooc::load_state(sum_back, in);
+  ooc::kernels::Min::state_for<ooc::half> low_back;
+  ooc::load_state(low_back, in);
+  CHECK(in.done());
+  CHECK(sum_back.total == 2.5);
+  CHECK(sum_back.count == 24577);
+  REQUIRE(sum_back.blocks.size() == 3);
+  CHECK(std::signbit(sum_back.blocks[1]));
+  CHECK(sum_back.blocks[2] == 3e300);
+  CHECK(low_back.seen);
+  CHECK(static_cast<float>(low_back.value) == -3.5f);
+
+  ooc::StateReader short_read(std::span<const std::byte>(bytes).first(12));
+  ooc::kernels::Sum::state_for<double> broken;
+  CHECK_THROWS_AS(ooc::load_state(broken, short_read), std::runtime_error);
+  static_assert(ooc::TransferableState<ooc::kernels::Mean::state_for<std::int8_t>>);
+  static_assert(!ooc::TransferableState<std::vector<double>>);
 }

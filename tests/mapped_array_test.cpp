@@ -2,6 +2,7 @@
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/reductions.hpp"
 
+#include "mapped_array_access.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -191,4 +192,80 @@ TEST_CASE("data a hand-made header leaves unaligned is not handed out as a typed
   CHECK(a.info().data_offset == 129);
   CHECK_THROWS_WITH_AS(a.values<double>(), doctest::Contains("not aligned for float64"), ooc::UsageError);
   CHECK(ooc::reduce(a, ooc::kernels::Sum{}).as<double>() == 3.5);  // the pipeline copies
+}
+
+TEST_CASE("a window maps only its elements, at their places in the array") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 100000);
+  const ooc::MappedArray part = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {40000, 70001});
+  CHECK(part.window().begin == 40000);
+  CHECK(part.window().end == 70001);
+  CHECK(part.size() == 100000);  // the array's size, not the window's
+  CHECK(part.bytes().size() == 30001 * sizeof(double));
+  CHECK(part.values<double>().size() == 30001);
+  CHECK(part.values<double>()(0) == 40000.0);
+  CHECK(part.values<double>()(30000) == 70000.0);
+}
+
+TEST_CASE("a window is clamped to the array and may be empty") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 1000);
+  const auto past = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {900, 5000});
+  CHECK(past.window().begin == 900);
+  CHECK(past.window().end == 1000);
+  const auto none = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {2000, 3000});
+  CHECK(none.window().size() == 0);
+  CHECK(none.bytes().empty());
+  const auto reversed = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {600, 100});
+  CHECK(reversed.window().size() == 0);
+  CHECK(ooc::map_file(dir.file("a.npy")).window().size() == 1000);
+}
+
+TEST_CASE("read_info reads a header as map_file does, and refuses what it refuses") {
+  ScratchDir dir;
+  write_iota(dir.file("a.npy"), 1000);
+  const ooc::ArrayInfo info = ooc::read_info(dir.file("a.npy"));
+  CHECK(info.shape == ooc::Shape{1000});
+  CHECK(info.data_offset == 128);
+  CHECK(info.dtype == ooc::dtype_of<double>);
+  std::ofstream(dir.file("bad.npy")) << "not an array";
+  CHECK_THROWS_AS(ooc::read_info(dir.file("bad.npy")), ooc::Error);
+  CHECK_THROWS_AS(ooc::read_info(dir.file("missing.npy")), ooc::Error);
+}
+
+TEST_CASE("an output written through windows, one after another, holds every part") {
+  ScratchDir dir;
+  const std::string path = dir.file("out.npy");
+  ooc::MappedArray first = ooc::create_npy(path, ooc::dtype_of<double>, {1000}, ooc::Order::c, {0, 400});
+  CHECK(first.window().size() == 400);
+  first.writable_values<double>().setConstant(1.0);
+  // A second mapping of the same temporary, as another MPI rank makes it.
+  ooc::MappedArray second =
+      ooc::map_file(ooc::detail::MappedArrayAccess::pending_path(first).string(), ooc::Access::read_write, {400, 1000});
+  second.writable_values<double>().setConstant(2.0);
+  second.commit();
+  first.commit();
+  const ooc::MappedArray back = ooc::map_file(path);
+  CHECK(back.values<double>().head(400).sum() == 400.0);
+  CHECK(back.values<double>().tail(600).sum() == 1200.0);
+  CHECK(dir.entries() == 1);
+}
+
+TEST_CASE("an output part mapped by another process is named by the final name and not removed with it") {
+  ScratchDir dir;
+  const std::string path = dir.file("out.npy");
+  {
+    ooc::MappedArray owner = ooc::create_npy(path, ooc::dtype_of<float>, {64});
+    const auto temp = ooc::detail::MappedArrayAccess::pending_path(owner);
+    {
+      ooc::MappedArray part = ooc::detail::MappedArrayAccess::map_output_part(temp, path, {32, 64});
+      CHECK(part.path() == path);
+      CHECK_FALSE(part.pending());
+      CHECK(part.window().begin == 32);
+    }
+    CHECK(std::filesystem::exists(temp));  // still the owner's
+    CHECK_THROWS_WITH(ooc::detail::MappedArrayAccess::map_output_part(dir.file("gone"), path, {}),
+                      doctest::Contains("out.npy: cannot open the output being written"));
+  }
+  CHECK(dir.entries() == 0);  // the owner, never committed, removed it
 }

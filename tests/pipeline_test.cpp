@@ -239,3 +239,30 @@ TEST_CASE("results of tiles in flight when a run fails or is cancelled are all d
     CHECK(Counted::alive.load() == 0);
   }
 }
+
+TEST_CASE("a part of a plan runs its own tiles, in order, under their numbers in the whole plan") {
+  const auto whole = ooc::TilePlan::contiguous(40 * ooc::kBlockElements + 3, 8, 4 * ooc::kBlockElements);
+  const auto part = whole.slice({4, 9});
+  for (int threads : {1, 2, 7}) {
+    Recorder rec;
+    run_recorded(part, threads, rec);
+    REQUIRE(rec.committed.size() == 5);
+    for (std::size_t i = 0; i < rec.committed.size(); ++i) CHECK(rec.committed[i] == 4 + i);
+  }
+}
+
+TEST_CASE("progress over a part of a plan counts that part's tiles and elements") {
+  // Tiles of 4 blocks: 10 whole ones and one of 3 elements.
+  const auto part = ooc::TilePlan::contiguous(40 * ooc::kBlockElements + 3, 8, 32 * ooc::kBlockElements).slice({8, 100});
+  ooc::PipelineOptions options;
+  std::vector<ooc::Progress> seen;
+  options.on_progress = [&](const ooc::Progress& p) { seen.push_back(p); };
+  ooc::detail::Streams streams(part, options);
+  ooc::run_pipeline(part, streams, options, [](const ooc::Tile&) { return 0; }, [](const ooc::Tile&, int&&) {});
+  REQUIRE(seen.size() == part.size());
+  CHECK(seen.front().elements_done == 4 * ooc::kBlockElements);
+  CHECK(seen.back().elements_done == part.elements());
+  CHECK(seen.back().elements == 8 * ooc::kBlockElements + 3);
+  CHECK(seen.back().tiles_done == 3);
+  CHECK(seen.back().tiles == 3);
+}

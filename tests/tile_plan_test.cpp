@@ -246,3 +246,70 @@ TEST_CASE("the plan for an empty mapped array has no tiles") {
   CHECK(TilePlan::for_array(ooc::map_file(path)).empty());
   std::filesystem::remove(path);
 }
+
+TEST_CASE("a slice of a plan keeps the tiles' numbers and element ranges") {
+  const TilePlan plan = TilePlan::contiguous(10 * kBlockElements + 7, 8, 8 * kBlockElements);  // 11 tiles
+  REQUIRE(plan.size() == 11);
+  const TilePlan part = plan.slice({3, 7});
+  CHECK(part.size() == 4);
+  CHECK(part.tiles().first == 3);
+  CHECK(part.tiles().last == 7);
+  CHECK(part.begin() == plan[3].begin);
+  CHECK(part.end() == plan[6].end);
+  CHECK(part.elements() == part.end() - part.begin());
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    CAPTURE(i);
+    CHECK(part[i].index == 3 + i);
+    CHECK(part[i].begin == plan[3 + i].begin);
+    CHECK(part[i].end == plan[3 + i].end);
+  }
+  // A slice of a slice counts positions within it; the last tile keeps its short end.
+  const TilePlan tail = part.slice({2, 100});
+  CHECK(tail.tiles().first == 5);
+  CHECK(tail.tiles().last == 7);
+  CHECK(plan.slice({9, 100}).end() == plan.end());
+  CHECK(plan.slice({9, 100})[1].size() == 7);
+}
+
+TEST_CASE("an empty slice covers no elements and sits where it was cut") {
+  const TilePlan plan = TilePlan::contiguous(5 * kBlockElements, 8, 8 * kBlockElements);
+  const TilePlan none = plan.slice({2, 2});
+  CHECK(none.empty());
+  CHECK(none.elements() == 0);
+  CHECK(none.begin() == plan[2].begin);
+  CHECK(plan.slice({7, 3}).empty());
+  CHECK(plan.slice({}).size() == plan.size());
+}
+
+TEST_CASE("the shares of a plan are contiguous, in part order, and differ by at most a tile") {
+  for (std::int64_t tiles : {0, 1, 2, 3, 7, 64, 101}) {
+    const TilePlan plan = TilePlan::contiguous(tiles * kBlockElements, 8, 8 * kBlockElements);
+    REQUIRE(plan.size() == static_cast<std::size_t>(tiles));
+    for (int parts : {1, 2, 3, 4, 7, 200}) {
+      CAPTURE(tiles);
+      CAPTURE(parts);
+      std::size_t next = 0, smallest = plan.size(), largest = 0;
+      for (int part = 0; part < parts; ++part) {
+        const ooc::TileRange share = plan.share(part, parts);
+        CHECK(share.first == next);
+        CHECK(share.last >= share.first);
+        smallest = std::min(smallest, share.last - share.first);
+        largest = std::max(largest, share.last - share.first);
+        next = share.last;
+      }
+      CHECK(next == plan.size());
+      CHECK(largest - smallest <= 1);
+    }
+  }
+  const TilePlan plan = TilePlan::contiguous(3 * kBlockElements, 8, 8 * kBlockElements);
+  CHECK_THROWS_AS(plan.share(3, 3), std::invalid_argument);
+  CHECK_THROWS_AS(plan.share(0, 0), std::invalid_argument);
+}
+
+TEST_CASE("shares of a plan with more tiles than 64 bits times the parts can count do not overflow") {
+  const TilePlan plan = TilePlan::contiguous(std::numeric_limits<std::int64_t>::max() / 8, 8, 1);
+  const int parts = 1 << 20;
+  const ooc::TileRange last = plan.share(parts - 1, parts);
+  CHECK(last.last == plan.size());
+  CHECK(last.first < last.last);
+}

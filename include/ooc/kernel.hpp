@@ -25,6 +25,10 @@
 ///   constexpr bool accepts = ...` to refuse some element types with an error.
 ///   Each tile starts from the identity; the commit stage merges tile states into the
 ///   running state strictly in tile order, so a result does not depend on the thread count.
+///   To run under MPI (ooc::mpi::reduce) the State must also travel between processes:
+///   be trivially copyable, or have `save(StateWriter&) const` and `load(StateReader&)`
+///   (ooc/state_bytes.hpp). merge() need not be associative even then: ranks merge in
+///   exactly the single-process order.
 
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
@@ -50,6 +54,13 @@ template <class T> bool is_aligned_for(const void* p) {
 /// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
 std::byte* scratch(int slot, std::size_t bytes);
 
+/// The tiles a run over `array` processes: the array's plan for options.tile_bytes, or
+/// the part of it that options.tiles names. Throws UsageError if `array` does not map
+/// every element of them.
+TilePlan plan_run(const MappedArray& array, const PipelineOptions& options);
+/// Throws UsageError if `array` does not map every element the tiles of `plan` cover.
+void check_mapped(const MappedArray& array, const TilePlan& plan);
+
 /// Calls f(block, values) for the consecutive blocks of `tile`, whose elements of dtype
 /// `dtype` start at `data`, with the values as ConstArrayMap<C>: in place when they are
 /// native C, else converted into a per-thread buffer, as numpy's ufunc buffering does.
@@ -74,6 +85,8 @@ void visit_values_as(const std::byte* data, DType dtype, const Tile& tile, F&& f
 
 /// Rethrows the current exception as an ooc::Error naming `path` unless it already is one.
 [[noreturn]] void rethrow_naming(const std::string& path);
+/// The exception rethrow_naming(path) would throw, caught.
+std::exception_ptr current_exception_naming(const std::string& path);
 
 template <class K, class T>
 concept has_typed_state = requires { typename K::template state_for<T>; };
@@ -132,7 +145,8 @@ void check_transform_arrays(const MappedArray& in, MappedArray& out);
 template <class C, class Fn>
 void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
   detail::check_transform_arrays(in, out);
-  const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+  const TilePlan plan = detail::plan_run(in, options);
+  detail::check_mapped(out, plan);
   detail::Streams streams(plan, options);
   if (&in != &out) streams.add_input(in);
   streams.add_output(out);
@@ -176,7 +190,34 @@ void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineO
   });
 }
 
-/// Reduces every element of `in` with a reduction kernel (see the contract above).
+/// The step under reduce(): reduces each tile of `plan` over `in` (whose element type is
+/// T) to a state of its own, starting from the kernel's identity, and hands the states to
+/// commit(tile, State&&) in tile order. reduce() merges them; an MPI rank keeps them to
+/// merge once the states of the tiles before its own arrive.
+template <class T, class Kernel, class Commit>
+void reduce_tiles(const MappedArray& in, const Kernel& kernel, const TilePlan& plan,
+                  const PipelineOptions& options, Commit&& commit) {
+  static_assert(detail::kernel_accepts<Kernel, T>(), "the kernel does not accept this element type");
+  using State = detail::kernel_state_t<Kernel, T>;
+  using Input = detail::kernel_input_t<Kernel, T>;
+  if (in.dtype().native() != dtype_of<T>)
+    throw UsageError(in.path(), "array holds " + in.dtype().name() + ", not " + dtype_of<T>.name());
+  detail::check_mapped(in, plan);
+  detail::Streams streams(plan, options);
+  streams.add_input(in);
+  run_pipeline(
+      plan, streams, options,
+      [&](const Tile& tile) {
+        State state = detail::kernel_identity<T>(kernel);
+        detail::visit_values_as<Input>(streams.input(in, tile), in.dtype(), tile,
+                                       [&](const Tile&, const ConstArrayMap<Input>& x) { kernel.partial(state, x); });
+        return state;
+      },
+      std::forward<Commit>(commit));
+}
+
+/// Reduces every element of `in` (or those of options.tiles) with a reduction kernel
+/// (see the contract above).
 template <class Kernel>
 detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
                                        const PipelineOptions& options = {}) {
@@ -188,22 +229,9 @@ detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kern
         throw UsageError(in.path(), "this reduction does not accept " + in.dtype().name());
       } else {
         using State = detail::kernel_state_t<Kernel, T>;
-        using Input = detail::kernel_input_t<Kernel, T>;
-        const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
-        detail::Streams streams(plan, options);
-        streams.add_input(in);
         State total = detail::kernel_identity<T>(kernel);
-        run_pipeline(
-            plan, streams, options,
-            [&](const Tile& tile) {
-              State state = detail::kernel_identity<T>(kernel);
-              detail::visit_values_as<Input>(streams.input(in, tile), in.dtype(), tile,
-                                             [&](const Tile&, const ConstArrayMap<Input>& x) {
-                kernel.partial(state, x);
-              });
-              return state;
-            },
-            [&](const Tile&, State&& state) { kernel.merge(total, std::move(state)); });
+        reduce_tiles<T>(in, kernel, detail::plan_run(in, options), options,
+                        [&](const Tile&, State&& state) { kernel.merge(total, std::move(state)); });
         return detail::kernel_result<T>(kernel, total);
       }
     });
@@ -217,7 +245,7 @@ detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kern
 /// of a byte-swapped array arrives as several converted pieces).
 template <class Fn>
 void for_each_tile(const MappedArray& in, Fn&& fn, const PipelineOptions& options = {}) {
-  const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+  const TilePlan plan = detail::plan_run(in, options);
   detail::Streams streams(plan, options);
   streams.add_input(in);
   struct Done {};

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,6 +32,13 @@ struct ArrayInfo {
 
 enum class Access { read_only, read_write };
 
+/// Elements [begin, end) of an array, in memory order; the default is all of them.
+struct ElementRange {
+  std::int64_t begin = 0;
+  std::int64_t end = std::numeric_limits<std::int64_t>::max();
+  std::int64_t size() const { return end - begin; }
+};
+
 template <class T> using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T> using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
@@ -38,7 +46,8 @@ namespace detail { class MappedArrayAccess; }
 
 /// An array in a file, mapped into memory. Move-only; unmaps in its destructor. A
 /// read-only mapping cannot be written through: the pages are mapped PROT_READ and every
-/// writing accessor throws.
+/// writing accessor throws. Usually every element is mapped; a MappedArray can also map
+/// a window of them (an MPI rank maps only the elements of its tiles).
 class MappedArray {
  public:
   MappedArray(MappedArray&&) noexcept;
@@ -61,23 +70,26 @@ class MappedArray {
   /// bytes() and the views below throw for it.
   bool mapped() const;
 
-  /// The data bytes, in the file's byte order and memory order.
+  /// The elements mapped: [0, size()) unless a window was asked for (always all of them
+  /// for an array that is not mapped).
+  ElementRange window() const;
+  /// The data bytes of the mapped elements, in the file's byte order and memory order.
   std::span<const std::byte> bytes() const&;
   /// Writable data bytes; throws UsageError for a read-only mapping.
   std::span<std::byte> writable_bytes() &;
   void bytes() const&& = delete;
   void writable_bytes() && = delete;
 
-  /// All elements as an Eigen array in memory order; T must be the array's element type,
-  /// the array must be in native byte order, and its data aligned for T (np.save's files
-  /// always are; a hand-made header may put the data anywhere).
+  /// The mapped elements as an Eigen array in memory order; T must be the array's
+  /// element type, the array must be in native byte order, and its data aligned for T
+  /// (np.save's files always are; a hand-made header may put the data anywhere).
   template <class T> ConstArrayMap<T> values() const& {
     check_view_type(dtype_of<T>);
-    return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), size());
+    return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), window().size());
   }
   template <class T> ArrayMap<T> writable_values() & {
     check_view_type(dtype_of<T>);
-    return ArrayMap<T>(reinterpret_cast<T*>(writable_bytes().data()), size());
+    return ArrayMap<T>(reinterpret_cast<T*>(writable_bytes().data()), window().size());
   }
   // A view of a temporary would outlive its mapping: keep the MappedArray in a variable.
   template <class T> void values() const&& = delete;
@@ -87,7 +99,7 @@ class MappedArray {
   /// from create_npy: flushes, fsyncs and renames
   /// the temporary file to its final name; until then the final name is untouched, and
   /// an array destroyed without commit() removes its temporary file. For a read-write
-  /// mapping: flushes and fsyncs. For a read-only mapping: nothing.
+  /// mapping: flushes the mapped window and fsyncs. For a read-only mapping: nothing.
   void commit();
   /// True for an output from create_npy that has not been committed yet.
   bool pending() const;
@@ -105,22 +117,30 @@ class MappedArray {
 
   std::unique_ptr<Impl> impl_;
 
-  friend MappedArray map_file(const std::string& path, Access access);
-  friend MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order);
+  friend MappedArray map_file(const std::string& path, Access access, ElementRange window);
+  friend ArrayInfo read_info(const std::string& path);
+  friend MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order,
+                                ElementRange window);
   friend MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite);
   friend class detail::MappedArrayAccess;
 };
 
 /// Opens and maps the array `path` names: a .npy file, or a dataset of an HDF5 file as
 /// "file.h5:/group/dataset" (contiguous datasets are mapped; chunked, compressed and other
-/// datasets are read tile by tile, see mapped()). Throws ooc::Error naming the file and
-/// the problem if it cannot be read as an array ooc supports.
-MappedArray map_file(const std::string& path, Access access = Access::read_only);
+/// datasets are read tile by tile, see mapped()). Only the elements in `window` (clamped
+/// to the array; all by default) are mapped. Throws ooc::Error naming the file and the
+/// problem if it cannot be read as an array ooc supports.
+MappedArray map_file(const std::string& path, Access access = Access::read_only, ElementRange window = {});
+
+/// What the header of the array `path` names says, checked as map_file checks it,
+/// without mapping anything.
+ArrayInfo read_info(const std::string& path);
 
 /// Creates a .npy file for an array of this dtype, shape and order, pre-allocated to its
-/// full size and mapped for writing, under a temporary name until commit().
+/// full size, under a temporary name until commit(), and maps the elements in `window`
+/// (all by default) for writing.
 MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape,
-                       Order order = Order::c);
+                       Order order = Order::c, ElementRange window = {});
 
 /// Creates dataset "file.h5:/group/name" (and missing groups; the file too if absent) as a
 /// contiguous dataset h5py reads, mapped for writing. It appears only on commit(): a new

@@ -9,6 +9,7 @@
 #include "ooc/pipeline.hpp"
 #include "ooc/scalar.hpp"
 #include "ooc/shape.hpp"
+#include "ooc/state_bytes.hpp"
 #include "ooc/tile_plan.hpp"
 #include "ooc/kernels/elementwise.hpp"
 #include "ooc/kernels/reductions.hpp"

@@ -53,6 +53,9 @@ struct PipelineOptions {
   int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
   bool populate = false;                      ///< fill a tile's input page table before its kernel runs
+  /// Only these tiles of the array's plan are processed (a reduction then gives the
+  /// answer for the elements they cover); MPI runs give each rank its share this way.
+  TileRange tiles;
   /// Called from the commit stage after each tile, in tile order.
   std::function<void(const Progress&)> on_progress;
   /// When set (from a signal handler, say), the run stops handing out tiles and throws
@@ -81,9 +84,9 @@ class Streams {
 
   void add_input(const MappedArray& array);
   void add_output(const MappedArray& array);
-  /// Serial prefetch stage, before tile `index` goes to a kernel: page advice for the
-  /// tiles ahead, and reads that must not run concurrently (HDF5).
-  void prefetch(std::size_t index);
+  /// Serial prefetch stage, before the tile at `position` in the plan goes to a kernel:
+  /// page advice for the tiles ahead, and reads that must not run concurrently (HDF5).
+  void prefetch(std::size_t position);
   /// Kernel stage, on the thread about to run the tile's kernel: concurrent reads.
   void acquire(const Tile& tile);
   /// The bytes of `array` from element tile.begin on, valid until the tile is committed.
@@ -93,8 +96,9 @@ class Streams {
   /// Serial commit stage, before anything of a tile is committed: throws ooc::Error if a
   /// file behind one of the arrays shrank while the tiles so far were read or written.
   void check_intact() const;
-  /// Serial commit stage, after tile `index` is merged: direct writes, page release.
-  void release(std::size_t index);
+  /// Serial commit stage, after the tile at `position` in the plan is merged: direct
+  /// writes, page release.
+  void release(std::size_t position);
   /// After the last tile: what direct writers still hold.
   void finish();
 
@@ -125,16 +129,18 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
   if (plan.size() <= options.first_tile) return;
   const int threads = detail::resolve_threads(options.threads);
   const std::size_t tokens = detail::tokens_in_flight(options);
-  // Only tile numbers travel between the stages (TBB allocates larger tokens on the heap
-  // and drops them, unfreed, when a run is cancelled). A kernel's result waits in the
-  // slot of its tile: tile i + tokens starts only after tile i has left the commit stage.
+  // Only positions in the plan travel between the stages (TBB allocates larger tokens on
+  // the heap and drops them, unfreed, when a run is cancelled). A kernel's result waits
+  // in the slot of its position: position p + tokens starts only after p has left the
+  // commit stage. A tile's `index` is its number in the whole array's plan, which a
+  // part of it (an MPI rank's) does not start at 0.
   std::vector<std::optional<Result>> results(tokens);
   Progress progress;
   progress.tiles = plan.size();
   progress.elements = plan.elements();
   progress.tiles_done = options.first_tile;
-  progress.elements_done = progress.elements_before = plan[options.first_tile].begin;
-  std::size_t next = options.first_tile;
+  progress.elements_done = progress.elements_before = plan[options.first_tile].begin - plan.begin();
+  std::size_t next = options.first_tile;  // position of the next tile to hand out
   auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
   auto throw_cancelled = [&] {
     throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
@@ -156,25 +162,25 @@ void run_pipeline(const TilePlan& plan, detail::Streams& streams, const Pipeline
                                             }) &
             tbb::make_filter<std::size_t, std::size_t>(
                 tbb::filter_mode::parallel,
-                [&](std::size_t index) {
-                  const Tile tile = plan[index];
+                [&](std::size_t position) {
+                  const Tile tile = plan[position];
                   streams.acquire(tile);
                   if (options.journal != nullptr) options.journal->before_write(tile);
-                  results[index % tokens].emplace(kernel(tile));
-                  return index;
+                  results[position % tokens].emplace(kernel(tile));
+                  return position;
                 }) &
             tbb::make_filter<std::size_t, void>(
-                tbb::filter_mode::serial_in_order, [&](std::size_t index) {
-                  const Tile tile = plan[index];
-                  std::optional<Result>& result = results[index % tokens];
+                tbb::filter_mode::serial_in_order, [&](std::size_t position) {
+                  const Tile tile = plan[position];
+                  std::optional<Result>& result = results[position % tokens];
                   if (cancelled()) throw_cancelled();
                   streams.check_intact();
                   commit(tile, std::move(*result));
                   result.reset();
-                  streams.release(index);
+                  streams.release(position);
                   if (options.journal != nullptr) options.journal->after_commit(tile);
                   ++progress.tiles_done;
-                  progress.elements_done = tile.end;
+                  progress.elements_done = tile.end - plan.begin();
                   if (options.on_progress) options.on_progress(progress);
                 }));
   });

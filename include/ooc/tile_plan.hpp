@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace ooc {
 
@@ -25,10 +26,17 @@ struct Tile {
   std::int64_t size() const { return end - begin; }
 };
 
+/// Tiles [first, last) of a plan, by number; the default is every tile.
+struct TileRange {
+  std::size_t first = 0;
+  std::size_t last = std::numeric_limits<std::size_t>::max();
+};
+
 /// Cuts `elements` elements into tiles of about `tile_bytes`, each a whole number of
 /// kBlockElements blocks (at least one; the last tile takes what is left). The plan
 /// depends only on the array and the tile size, never on the thread count, so neither
-/// do results.
+/// do results. A plan can also be a part of such a plan (slice()): a run of consecutive
+/// tiles that keep their numbers and element ranges, as one MPI rank processes them.
 class TilePlan {
  public:
   /// Tiles over `elements` elements of `itemsize` bytes.
@@ -37,17 +45,32 @@ class TilePlan {
   /// The contiguous plan for all elements of an array.
   static TilePlan for_array(const MappedArray& array, std::uint64_t tile_bytes = kDefaultTileBytes);
 
+  /// Number of tiles in this plan (or part).
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
-  std::int64_t elements() const { return elements_; }
+  /// Elements the tiles cover: [begin(), end()), elements() of them.
+  std::int64_t begin() const;
+  std::int64_t end() const;
+  std::int64_t elements() const { return end() - begin(); }
   /// Elements in every tile but the last (a whole number of blocks).
   std::int64_t tile_elements() const { return per_; }
-  Tile operator[](std::size_t index) const;
+  /// The numbers of this plan's tiles in the whole plan.
+  TileRange tiles() const { return TileRange{first_, first_ + count_}; }
+  /// The position-th tile of this plan; its `index` is its number in the whole plan.
+  Tile operator[](std::size_t position) const;
+
+  /// Tiles `range` of this plan (clamped to it), numbered as in the whole plan.
+  TilePlan slice(TileRange range) const;
+  /// The share of part `part` (0-based) of `parts` equal parts: a contiguous range of
+  /// tile positions, the parts' ranges one after another in part order, their sizes
+  /// differing by at most one tile (some are empty when there are more parts than tiles).
+  TileRange share(int part, int parts) const;
 
  private:
-  TilePlan(std::int64_t elements, std::int64_t per);
-  std::int64_t elements_;
-  std::int64_t per_;  // elements in every tile but the last
+  TilePlan(std::int64_t total, std::int64_t per);
+  std::int64_t total_;        // elements of the whole array
+  std::int64_t per_;          // elements in every tile but the array's last
+  std::size_t first_ = 0;     // number of this plan's first tile in the whole plan
   std::size_t count_;
 };
 

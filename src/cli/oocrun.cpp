@@ -1,5 +1,6 @@
 // oocrun: argument parsing and dispatch, nothing else.
 
+#include "cli/job.hpp"
 #include "cli/options.hpp"
 #include "ooc/ooc.hpp"
 
@@ -241,7 +242,7 @@ int run_info(const std::string& path, bool json) {
   return 0;
 }
 
-int run_apply(const Common& common, const std::string& op_spec, const std::string& path,
+int run_apply(const ooc::cli::Job& job, const Common& common, const std::string& op_spec, const std::string& path,
               const std::string& out_path, bool in_place, bool json) {
   const auto op = ooc::kernels::ElementwiseOp::parse(op_spec);
   ooc::PipelineOptions options = pipeline_options(common);
@@ -251,42 +252,46 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
   std::uint64_t bytes = 0;
   ooc::Shape shape;
   if (in_place) {
-    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    ooc::MappedArray a = job.map_input(path, ooc::Access::read_write, options);
     // A journal makes the run restartable: a run killed half way is finished, exactly
-    // once per element, by running the same command again.
-    const auto journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
-    if (journal->resumed())
-      report(common, "resuming the interrupted in-place run on " + path + ": " +
-                         std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +
-                         " tiles were done");
+    // once per element, by running the same command again. (Ranks of an MPI job each
+    // rewrite their own tiles and keep no journal: such a run cannot be resumed.)
+    std::unique_ptr<ooc::InPlaceJournal> journal;
+    if (job.journals_in_place()) {
+      journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
+      if (journal->resumed())
+        report(common, "resuming the interrupted in-place run on " + path + ": " +
+                           std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +
+                           " tiles were done");
+    }
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
     try {
-      op.apply(a, a, options);
-      a.commit();
+      job.apply(op, a, a, options);
+      job.commit(a);
     } catch (...) {
-      g_resume_note = journal->kept() ? "; run the same command again to finish it (progress is kept in " +
-                                            journal->path() + ")"
-                                      : "; the array is unchanged";
+      if (journal)
+        g_resume_note = journal->kept() ? "; run the same command again to finish it (progress is kept in " +
+                                              journal->path() + ")"
+                                        : "; the array is unchanged";
       throw;
     }
-    journal->finish();
+    if (journal) journal->finish();
     written = path;
     result_dtype = a.dtype();
     bytes = a.nbytes();
     shape = a.shape();
   } else {
-    const ooc::MappedArray a = ooc::map_file(path);
+    const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
     ooc::check_not_in_place(a);
-    ooc::MappedArray out =
-        ooc::create_array(out_path, op.result_dtype(a.dtype()).native(), a.shape(), a.order(), common.overwrite);
+    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype()).native(), a, common.overwrite);
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
-    op.apply(a, out, options);
-    out.commit();
+    job.apply(op, a, out, options);
+    job.commit(out);
     written = out_path;
     result_dtype = out.dtype();
     bytes = a.nbytes();
@@ -304,15 +309,16 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
   return 0;
 }
 
-int run_reduce(const Common& common, const std::string& op_name, const std::string& path, bool json) {
+int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string& op_name, const std::string& path,
+               bool json) {
   const auto op = ooc::kernels::ReduceOp::parse(op_name);
   ooc::PipelineOptions options = pipeline_options(common);
-  const ooc::MappedArray a = ooc::map_file(path);
+  const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
   ooc::check_not_in_place(a);
   g_progress.start(common.progress, a, options);
   options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();
-  const ooc::Scalar value = op.run(a, options);
+  const ooc::Scalar value = job.reduce(op, a, options);
   const double seconds = seconds_since(start);
   if (json) {
     std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"value\": " << value.to_json()
@@ -330,6 +336,21 @@ int run_reduce(const Common& common, const std::string& op_name, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before MPI starts its threads (under mpirun), so that they block these signals too.
+  start_signal_watch();
+  std::unique_ptr<ooc::cli::Job> job;
+  try {
+    job = ooc::cli::Job::start(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "oocrun: " << one_line(e.what()) << "\n";
+    return kExitRuntime;
+  }
+  if (!job->prints()) {
+    // Under MPI every rank runs this same command; rank 0 alone speaks for them all.
+    std::cout.setstate(std::ios::badbit);
+    std::cerr.setstate(std::ios::badbit);
+  }
+
   CLI::App app{"oocrun: stream arrays larger than memory through kernels, tile by tile"};
   app.require_subcommand(1);
   Common common;
@@ -390,11 +411,11 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  start_signal_watch();
+  if (!job->prints()) common.progress = false;
   try {
     if (info->parsed()) return run_info(path, json);
-    if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
-    return run_reduce(common, op, path, json);
+    if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, json);
+    return run_reduce(*job, common, op, path, json);
   } catch (const ooc::Cancelled& e) {
     g_progress.end_line();
     const int sig = g_signal.load();

@@ -119,6 +119,18 @@ class InstalledPackageTest(unittest.TestCase):
         a = np.random.default_rng(8).standard_normal((300, 70)).astype(">f4")
         self.assertEqual(np.float32(self.app_sum(self.save("be_f4", a))), a.sum())
 
+    def test_the_mpi_component_sums_over_ranks_as_one_process(self):
+        app_mpi = self.consumer_build / "app_mpi"
+        if cache_value(BUILD_DIR, "OOC_WITH_MPI") != "ON":
+            self.skipTest("ooc was built without MPI")
+        self.assertTrue(app_mpi.is_file(), "find_package(ooc) gave no ooc::mpi")
+        self.assertTrue((self.prefix / "include" / "ooc" / "mpi.hpp").is_file())
+        a = np.random.default_rng(9).standard_normal(300_001)
+        flags = os.environ.get("OOC_MPIEXEC_FLAGS", "--oversubscribe --allow-run-as-root --bind-to none -q").split()
+        result = run(os.environ.get("OOC_MPIEXEC", "mpirun"), *flags, "-np", "3", app_mpi, self.save("mpi", a))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout), float(a.sum()))
+
     def test_the_installed_oocrun_runs_info(self):
         oocrun = self.prefix / "bin" / "oocrun"
         self.assertTrue(oocrun.is_file(), f"{oocrun} was not installed")

@@ -144,10 +144,12 @@ void apply(const Communicator& comm, const kernels::ElementwiseOp& op, const Map
 /// (so merge() need not be associative), and the last rank's state is broadcast. A rank
 /// holds its tiles' states until the running state arrives: for the built-in sums one
 /// number per 8192 elements (a 64 KiB block of float64).
+// The return type is deduced (not spelled as reduce_result_t<Kernel>) so that clang does
+// not form it for ReduceOp, which has no State, before the constraint rules this out.
 template <class Kernel>
   requires(!std::is_same_v<Kernel, kernels::ReduceOp>)
-detail::reduce_result_t<Kernel> reduce(const Communicator& comm, const MappedArray& in, const Kernel& kernel,
-                                       const PipelineOptions& options = {}) {
+auto reduce(const Communicator& comm, const MappedArray& in, const Kernel& kernel,
+            const PipelineOptions& options = {}) {
   using Result = detail::reduce_result_t<Kernel>;
   const TilePlan plan = comm.share(in.info(), options);
   auto reduce_as = [&]<class T>(std::type_identity<T>) -> Result {

@@ -5,7 +5,7 @@
 namespace ooc::detail {
 
 std::byte* scratch(int slot, std::size_t bytes) {
-  thread_local std::vector<std::byte> buffers[2];
+  thread_local std::vector<std::byte> buffers[4];
   std::vector<std::byte>& buffer = buffers[slot];
   if (buffer.size() < bytes) buffer.resize(bytes);
   return buffer.data();

@@ -42,7 +42,8 @@ namespace ooc {
 
 namespace detail {
 
-/// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
+/// A per-thread buffer of at least `bytes` bytes; `slot` (0-3) tells apart buffers in use at
+/// once: 0 and 1 are transform's and reduce's own, 2 and 3 are free for kernels.
 std::byte* scratch(int slot, std::size_t bytes);
 
 /// Calls f(block, values) for the consecutive blocks of `tile` of `array`, with the

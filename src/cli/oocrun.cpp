@@ -164,7 +164,7 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
-    ooc::MappedArray out = ooc::create_npy(out_path, op.result_dtype(a.dtype()).native(), a.shape(), a.order());
+    ooc::MappedArray out = ooc::create_npy(out_path, op.result_dtype(a.dtype(), a.ndim()).native(), a.shape(), a.order());
     ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
     options.on_progress = std::ref(progress);
     op.apply(a, out, options);
@@ -228,7 +228,9 @@ int main(int argc, char** argv) {
   info->add_option("ARRAY", path, "path.npy")->required();
   info->add_flag("--json", json, "print one JSON object");
 
-  CLI::App* apply = app.add_subcommand("apply", "apply an elementwise operation: add-one, add:C, scale:C");
+  CLI::App* apply = app.add_subcommand("apply",
+      "apply an elementwise operation: add:C sub:C mul:C div:C pow:C neg abs sqrt exp log log1p sin cos tanh "
+      "clip:LO:HI cast:DTYPE add-one scale:C");
   apply->add_option("OP", op, "operation")->required();
   apply->add_option("ARRAY", path, "input path.npy")->required();
   CLI::Option* out_option = apply->add_option("-o,--output", out_path, "output path.npy");

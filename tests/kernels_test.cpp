@@ -278,3 +278,92 @@ TEST_CASE("in place is refused when numpy's same_kind rule would refuse it") {
   ooc::kernels::ElementwiseOp::parse("add:300").apply(a, a);
   CHECK(a.values<std::int32_t>()(1) == 302);
 }
+
+// A reduction that is not associative: concatenating digits. in_order kernels see every
+// block on the running state, in array order, whatever the threads and tiles.
+struct Digits {
+  using State = std::vector<std::int32_t>;
+  template <class T> static constexpr bool in_order = true;
+  template <class Values>
+  void partial(State& s, const Values& x, std::int64_t first) const {
+    if (!s.empty() || first == 0) s.push_back(static_cast<std::int32_t>(first));
+    CHECK(static_cast<std::int64_t>(s.size() - 1) * ooc::kBlockElements == first);
+    (void)x;
+  }
+  void merge(State&, State&&) const { FAIL("merge is never called for an in_order kernel"); }
+  State result(const State& s) const { return s; }
+};
+
+TEST_CASE("an in_order kernel sees the blocks on the running state in array order, with their index") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("a.npy"), std::vector<double>(100000, 1.0));
+  for (int threads : {1, 3}) {
+    const auto blocks = ooc::reduce(a, Digits{}, with(threads, 1));
+    CHECK(blocks.size() == 13);
+  }
+}
+
+TEST_CASE("Moments merged block by block agree with a two-pass variance") {
+  const auto values = normal_values(100000, 5);
+  ooc::kernels::Moments m;
+  for (std::size_t at = 0; at < values.size(); at += 8192) {
+    const auto n = static_cast<Eigen::Index>(std::min<std::size_t>(8192, values.size() - at));
+    m.add_block(ooc::ConstArrayMap<double>(values.data() + at, n));
+  }
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= static_cast<double>(values.size());
+  double m2 = 0;
+  for (double v : values) m2 += (v - mean) * (v - mean);
+  CHECK(m.count == 100000);
+  CHECK(m.mean == doctest::Approx(mean).epsilon(1e-12));
+  CHECK(m.variance(1) == doctest::Approx(m2 / 99999).epsilon(1e-12));
+  CHECK(std::isnan(ooc::kernels::Moments{}.variance(0)));
+}
+
+TEST_CASE("var of float16 overflows to infinity where numpy's float16 sums do") {
+  ScratchDir dir;
+  std::vector<ooc::half> big(2000, ooc::half(300.0f));
+  for (std::size_t i = 0; i < big.size(); i += 2) big[i] = ooc::half(-300.0f);
+  const auto a = make_array(dir.file("h.npy"), big);
+  CHECK(std::isinf(ooc::reduce(a, ooc::kernels::Var{}).as_double()));
+  const auto small = make_array(dir.file("s.npy"), std::vector<ooc::half>{ooc::half(1.0f), ooc::half(3.0f)});
+  CHECK(ooc::reduce(small, ooc::kernels::Var{}).to_json() == "1.0");
+  CHECK(ooc::reduce(small, ooc::kernels::Var{}).dtype() == ooc::dtype_of<ooc::half>);
+}
+
+TEST_CASE("argmin of a Fortran array counts positions in C order") {
+  ScratchDir dir;
+  // Shape (2, 3) in Fortran order: memory holds a[0,0], a[1,0], a[0,1], a[1,1], a[0,2], a[1,2].
+  ooc::MappedArray out = ooc::create_npy(dir.file("f.npy"), ooc::dtype_of<std::int32_t>, {2, 3}, ooc::Order::fortran);
+  const std::int32_t memory[6] = {5, 0, 0, 7, 7, 1};
+  std::memcpy(out.writable_bytes().data(), memory, sizeof memory);
+  out.commit();
+  const auto a = ooc::map_file(dir.file("f.npy"));
+  CHECK(ooc::reduce(a, ooc::kernels::ArgMin(a.shape(), a.order())).to_json() == "1");  // a[0,1], not a[1,0] (= 3)
+  CHECK(ooc::reduce(a, ooc::kernels::ArgMax(a.shape(), a.order())).to_json() == "2");  // a[0,2], not a[1,1] (= 4)
+}
+
+TEST_CASE("histogram edges take numpy's dtype from the array and the range by value") {
+  using ooc::kernels::Histogram;
+  using ooc::kernels::PyScalar;
+  const ooc::DType f2(ooc::Kind::floating, 2), i4(ooc::Kind::signed_int, 4), b1(ooc::Kind::boolean, 1);
+  CHECK(Histogram::edge_dtype(f2, PyScalar::parse("0"), PyScalar::parse("1")).name() == "float16");
+  CHECK(Histogram::edge_dtype(f2, PyScalar::parse("0"), PyScalar::parse("100000")).name() == "float64");
+  CHECK(Histogram::edge_dtype(f2, PyScalar::parse("0"), PyScalar::parse("100000.0")).name() == "float32");
+  CHECK(Histogram::edge_dtype(i4, PyScalar::parse("0"), PyScalar::parse("1")).name() == "float64");
+  CHECK(Histogram::edge_dtype(b1, PyScalar::parse("0"), PyScalar::parse("1")).name() == "float64");
+}
+
+TEST_CASE("reduction names and parameters are checked before any work") {
+  using ooc::kernels::ReduceOp;
+  ooc::kernels::ReduceParams params;
+  params.bins = 0;
+  CHECK_THROWS_WITH_AS(ReduceOp::parse("histogram", params), doctest::Contains("positive"), ooc::UsageError);
+  params.bins = 3;
+  params.range = {ooc::kernels::PyScalar::parse("2"), ooc::kernels::PyScalar::parse("1")};
+  CHECK_THROWS_AS(ReduceOp::parse("histogram", params), ooc::UsageError);
+  params.ddof = -1;
+  CHECK_THROWS_AS(ReduceOp::parse("var", params), ooc::UsageError);
+  CHECK(ReduceOp::parse("count_nonzero").code() == ReduceOp::Code::count_nonzero);
+}

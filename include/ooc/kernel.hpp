@@ -21,8 +21,13 @@
 ///     - `R result(const State&) const` (or `template <class T> R result(...)`), the
 ///       answer, of one type R for every element type.
 ///   Optional: `State identity() const` (default: `State{}`), `template <class T> using
-///   input_for = U` to see the values converted to U, and `template <class T> static
-///   constexpr bool accepts = ...` to refuse some element types with an error.
+///   input_for = U` to see the values converted to U, `template <class T> static
+///   constexpr bool accepts = ...` to refuse some element types with an error,
+///   `partial(State&, values, std::int64_t first)` to be told the memory-order index of
+///   values[0], and `template <class T> static constexpr bool in_order = true` for a
+///   reduction that is not associative (a float product taken numpy's way, one multiply
+///   after another): its `partial` is then called on the running state itself, block
+///   after block in array order, on the commit stage, and `merge` is never called.
 ///   Each tile starts from the identity; the commit stage merges tile states into the
 ///   running state strictly in tile order, so a result does not depend on the thread count.
 
@@ -169,6 +174,48 @@ void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineO
   });
 }
 
+namespace detail {
+
+template <class K, class T>
+constexpr bool kernel_in_order() {
+  if constexpr (requires { K::template in_order<T>; }) return K::template in_order<T>;
+  else return false;
+}
+
+template <class K, class State, class Values>
+void kernel_partial(const K& kernel, State& state, const Values& x, std::int64_t first) {
+  if constexpr (requires { kernel.partial(state, x, first); }) kernel.partial(state, x, first);
+  else kernel.partial(state, x);
+}
+
+/// The core of ooc::reduce, for any source of values: visit(tile, f) must call
+/// f(piece, ConstArrayMap<Input>) for the consecutive blocks of `tile`, where Input is the
+/// kernel's input type for element type T. Returns the kernel's result.
+template <class T, class Kernel, class Visit>
+decltype(auto) reduce_tiles(const Kernel& kernel, const TilePlan& plan, Streams& streams,
+                            const PipelineOptions& options, Visit&& visit) {
+  using State = kernel_state_t<Kernel, T>;
+  constexpr bool in_order = kernel_in_order<Kernel, T>();
+  State total = kernel_identity<T>(kernel);
+  auto fold_into = [&](State& state) {
+    return [&](const Tile& piece, const auto& x) { kernel_partial(kernel, state, x, piece.begin); };
+  };
+  run_pipeline(
+      plan, streams, options,
+      [&](const Tile& tile) {
+        State state = kernel_identity<T>(kernel);
+        if constexpr (!in_order) visit(tile, fold_into(state));
+        return state;
+      },
+      [&](const Tile& tile, State&& state) {
+        if constexpr (in_order) visit(tile, fold_into(total));
+        else kernel.merge(total, std::move(state));
+      });
+  return kernel_result<T>(kernel, total);
+}
+
+}  // namespace detail
+
 /// Reduces every element of `in` with a reduction kernel (see the contract above).
 template <class Kernel>
 detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
@@ -180,23 +227,13 @@ detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kern
       if constexpr (!detail::kernel_accepts<Kernel, T>()) {
         throw UsageError(in.path(), "this reduction does not accept " + in.dtype().name());
       } else {
-        using State = detail::kernel_state_t<Kernel, T>;
         using Input = detail::kernel_input_t<Kernel, T>;
         const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
         detail::Streams streams(plan, options);
         streams.add_input(in);
-        State total = detail::kernel_identity<T>(kernel);
-        run_pipeline(
-            plan, streams, options,
-            [&](const Tile& tile) {
-              State state = detail::kernel_identity<T>(kernel);
-              detail::visit_values_as<Input>(in, tile, [&](const Tile&, const ConstArrayMap<Input>& x) {
-                kernel.partial(state, x);
-              });
-              return state;
-            },
-            [&](const Tile&, State&& state) { kernel.merge(total, std::move(state)); });
-        return detail::kernel_result<T>(kernel, total);
+        return detail::reduce_tiles<T>(kernel, plan, streams, options, [&](const Tile& tile, auto&& f) {
+          detail::visit_values_as<Input>(in, tile, f);
+        });
       }
     });
   } catch (...) {

@@ -186,24 +186,76 @@ int run_apply(const Common& common, const std::string& op_spec, const std::strin
   return 0;
 }
 
-int run_reduce(const Common& common, const std::string& op_name, const std::string& path, bool json) {
-  const auto op = ooc::kernels::ReduceOp::parse(op_name);
+struct ReduceArgs {
+  std::int64_t ddof = 0;
+  std::int64_t bins = 10;
+  std::string range;  // "LO:HI"
+};
+
+ooc::kernels::ReduceOp parse_reduction(const std::string& name, const ReduceArgs& args) {
+  ooc::kernels::ReduceParams params;
+  params.ddof = args.ddof;
+  params.bins = args.bins;
+  if (!args.range.empty()) {
+    const std::size_t colon = args.range.find(':', args.range[0] == '-' ? 1 : 0);
+    if (colon == std::string::npos) throw ooc::UsageError("", "--range wants LO:HI, not '" + args.range + "'");
+    try {
+      params.range = {ooc::kernels::PyScalar::parse(args.range.substr(0, colon)),
+                      ooc::kernels::PyScalar::parse(args.range.substr(colon + 1))};
+    } catch (const std::invalid_argument& e) {
+      throw ooc::UsageError("", std::string("--range: ") + e.what());
+    }
+  }
+  return ooc::kernels::ReduceOp::parse(name, params);
+}
+
+template <class Values, class Format>
+std::string json_list(const Values& values, Format format) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + format(values[i]);
+  return out + "]";
+}
+
+int run_reduce(const Common& common, const std::string& op_name, const ReduceArgs& args, const std::string& path,
+               bool json) {
+  const auto op = parse_reduction(op_name, args);
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = ooc::map_file(path);
   ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
   options.on_progress = std::ref(progress);
   const auto start = std::chrono::steady_clock::now();
-  const ooc::Scalar value = op.run(a, options);
+  std::string value_json, value_text, dtype_name;
+  if (op.code() == ooc::kernels::ReduceOp::Code::histogram) {
+    const ooc::kernels::HistogramResult h = op.histogram(a, options);
+    const std::string counts = json_list(h.counts, [](std::int64_t c) { return std::to_string(c); });
+    const std::string edges = json_list(h.edges, [&](double e) {
+      return ooc::visit_dtype(h.edge_dtype, [&]<class E>(std::type_identity<E>) {
+        E rounded;
+        ooc::convert(ooc::dtype_of<double>, &e, ooc::dtype_of<E>, &rounded, 1);
+        return ooc::Scalar::of(rounded).to_json();
+      });
+    });
+    value_json = "\"counts\": " + counts + ", \"edges\": " + edges;
+    value_text = counts + "\n" + edges;
+    dtype_name = h.edge_dtype.name();
+  } else {
+    const ooc::Scalar value = op.run(a, options);
+    value_json = "\"value\": " + value.to_json();
+    value_text = value.to_string();
+    dtype_name = value.dtype().name();
+  }
   const double seconds = seconds_since(start);
   if (json) {
-    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"value\": " << value.to_json()
-              << ", \"dtype\": \"" << value.dtype().name() << "\", \"path\": " << ooc::cli::json_string(path)
-              << ", \"elements\": " << a.size() << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds
-              << "}\n";
+    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", " << value_json << ", \"dtype\": \""
+              << dtype_name << "\", \"path\": " << ooc::cli::json_string(path) << ", \"elements\": " << a.size()
+              << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds << "}\n";
   } else {
-    std::cout << value.to_string() << "\n";
+    std::cout << value_text << "\n";
   }
-  if (op.name() == "mean" && a.size() == 0) report(common, path + ": warning: mean of an empty array is nan");
+  using Code = ooc::kernels::ReduceOp::Code;
+  if (a.size() == 0 && (op.code() == Code::mean || op.code() == Code::nanmean || op.code() == Code::var ||
+                        op.code() == Code::std))
+    report(common, path + ": warning: " + op.name() + " of an empty array is nan");
   report(common, op.name() + " of " + path + ": " + ooc::cli::rate_text(a.nbytes(), seconds));
   return 0;
 }
@@ -238,10 +290,17 @@ int main(int argc, char** argv) {
   out_option->excludes(in_place_flag);
   apply->add_flag("--json", json, "print one JSON object describing the result");
 
-  CLI::App* reduce = app.add_subcommand("reduce", "reduce all elements: sum, mean, min, max");
+  ReduceArgs reduce_args;
+  CLI::App* reduce = app.add_subcommand(
+      "reduce",
+      "reduce all elements: sum prod mean min max argmin argmax var std count_nonzero any all nansum nanmean "
+      "nanmin nanmax norm histogram");
   reduce->add_option("OP", op, "reduction")->required();
   reduce->add_option("ARRAY", path, "path.npy")->required();
   reduce->add_flag("--json", json, "print one JSON object");
+  reduce->add_option("--ddof", reduce_args.ddof, "var, std: delta degrees of freedom (default 0)");
+  reduce->add_option("--bins", reduce_args.bins, "histogram: number of equal bins (default 10)");
+  reduce->add_option("--range", reduce_args.range, "histogram: LO:HI (default: the data's min and max)");
 
   for (CLI::App* sub : {info, apply, reduce}) sub->fallthrough();
 
@@ -272,7 +331,7 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return run_info(path, json);
     if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
-    return run_reduce(common, op, path, json);
+    return run_reduce(common, op, reduce_args, path, json);
   } catch (const ooc::Cancelled& e) {
     const int sig = g_signal.load();
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";

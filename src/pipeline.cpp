@@ -4,6 +4,8 @@
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 
@@ -53,6 +55,59 @@ void run_in_arena(int threads, const std::function<void()>& fn) {
         oneapi::tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
   oneapi::tbb::task_arena arena(threads);
   arena.execute(fn);
+}
+
+void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineOptions& options,
+                         const std::function<std::shared_ptr<void>(const Tile&)>& kernel,
+                         const std::function<void(const Tile&, void* result)>& commit) {
+  struct InFlight {
+    Tile tile;
+    std::shared_ptr<void> result;
+  };
+  if (plan.empty()) return;
+  const int threads = resolve_threads(options.threads);
+  const std::size_t tokens =
+      static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
+  Progress progress;
+  progress.tiles = plan.size();
+  progress.elements = plan.elements();
+  std::size_t next = 0;
+  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
+  auto throw_cancelled = [&] {
+    throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
+                            std::to_string(plan.size()) + " tiles");
+  };
+
+  run_in_arena(threads, [&] {
+    namespace tbb = oneapi::tbb;
+    tbb::parallel_pipeline(
+        tokens,
+        tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
+                                     [&](tbb::flow_control& control) -> Tile {
+                                       if (next == plan.size() || cancelled()) {
+                                         control.stop();
+                                         return {};
+                                       }
+                                       streams.prefetch(next);
+                                       return plan[next++];
+                                     }) &
+            tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
+                tbb::filter_mode::parallel,
+                [&](const Tile& tile) {
+                  streams.populate(tile);
+                  return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
+                }) &
+            tbb::make_filter<std::shared_ptr<InFlight>, void>(
+                tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
+                  if (cancelled()) throw_cancelled();
+                  commit(done->tile, done->result.get());
+                  streams.release(done->tile.index);
+                  ++progress.tiles_done;
+                  progress.elements_done = done->tile.end;
+                  if (options.on_progress) options.on_progress(progress);
+                }));
+  });
+  if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
 }
 
 }  // namespace ooc::detail

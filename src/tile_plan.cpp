@@ -6,9 +6,11 @@
 
 namespace ooc {
 
-TilePlan::TilePlan(std::int64_t elements, std::int64_t per)
-    : elements_(elements), per_(per),
-      count_(static_cast<std::size_t>(elements == 0 ? 0 : (elements + per - 1) / per)) {}
+TilePlan::TilePlan(std::int64_t elements, std::int64_t per, std::int64_t slab, std::int64_t pieces)
+    : elements_(elements), per_(per), slab_(slab), pieces_(pieces),
+      count_(static_cast<std::size_t>(elements == 0 ? 0
+                                      : pieces > 1 ? elements / slab * pieces
+                                                   : (elements + per - 1) / per)) {}
 
 TilePlan TilePlan::contiguous(std::int64_t elements, int itemsize, std::uint64_t tile_bytes) {
   const std::uint64_t per = tile_bytes / static_cast<std::uint64_t>(itemsize);
@@ -23,8 +25,30 @@ TilePlan TilePlan::for_array(const MappedArray& array, std::uint64_t tile_bytes)
   return contiguous(array.size(), array.dtype().itemsize(), tile_bytes);
 }
 
+TilePlan TilePlan::slabs(std::int64_t slabs, std::int64_t slab_elements, int itemsize, std::uint64_t tile_bytes) {
+  const std::int64_t elements = slabs * slab_elements;
+  const std::uint64_t fit = std::max<std::uint64_t>(1, tile_bytes / static_cast<std::uint64_t>(itemsize));
+  if (slab_elements == 0) return TilePlan(0, 1, 0);
+  if (static_cast<std::uint64_t>(slab_elements) <= fit) {
+    const auto per_tile = std::min<std::uint64_t>(fit / static_cast<std::uint64_t>(slab_elements),
+                                                  static_cast<std::uint64_t>(slabs));
+    return TilePlan(elements, static_cast<std::int64_t>(std::max<std::uint64_t>(1, per_tile)) * slab_elements,
+                    slab_elements);
+  }
+  const auto blocks = std::max<std::uint64_t>(1, fit / static_cast<std::uint64_t>(kBlockElements));
+  const auto piece = static_cast<std::int64_t>(blocks) * kBlockElements;
+  // A tile is at least one block, so a slab smaller than a block is a tile of its own.
+  if (piece >= slab_elements) return TilePlan(elements, slab_elements, slab_elements);
+  return TilePlan(elements, piece, slab_elements, (slab_elements + piece - 1) / piece);
+}
+
 Tile TilePlan::operator[](std::size_t index) const {
   const auto i = static_cast<std::int64_t>(index);
+  if (pieces_ > 1) {
+    const std::int64_t slab_begin = i / pieces_ * slab_;
+    const std::int64_t begin = slab_begin + i % pieces_ * per_;
+    return Tile{index, begin, std::min(slab_begin + slab_, begin + per_)};
+  }
   return Tile{index, i * per_, std::min(elements_, (i + 1) * per_)};
 }
 

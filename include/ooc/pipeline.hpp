@@ -6,9 +6,6 @@
 #include "ooc/mapped_array.hpp"
 #include "ooc/tile_plan.hpp"
 
-#include <oneapi/tbb/parallel_pipeline.h>
-#include <oneapi/tbb/task_arena.h>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -78,6 +75,16 @@ void run_in_arena(int threads, const std::function<void()>& fn);
 
 }  // namespace detail
 
+namespace detail {
+
+/// The pipeline itself, compiled once: kernel(tile) runs in parallel and returns the
+/// tile's result (type-erased), commit(tile, result) runs in tile order.
+void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineOptions& options,
+                         const std::function<std::shared_ptr<void>(const Tile&)>& kernel,
+                         const std::function<void(const Tile&, void* result)>& commit);
+
+}  // namespace detail
+
 /// Runs kernel(tile) -> R for every tile of `plan` in parallel and commit(tile, R&&) for
 /// each in tile order, on the calling thread's behalf; an exception from either cancels
 /// the run and is rethrown here.
@@ -85,54 +92,10 @@ template <class Kernel, class Commit>
 void run_pipeline(const TilePlan& plan, detail::Streams& streams, const PipelineOptions& options,
                   Kernel&& kernel, Commit&& commit) {
   using Result = std::invoke_result_t<Kernel&, const Tile&>;
-  struct InFlight {
-    Tile tile;
-    Result result;
-  };
-  if (plan.empty()) return;
-  const int threads = detail::resolve_threads(options.threads);
-  const std::size_t tokens =
-      static_cast<std::size_t>(threads) * static_cast<std::size_t>(std::max(1, options.tokens_per_thread));
-  Progress progress;
-  progress.tiles = plan.size();
-  progress.elements = plan.elements();
-  std::size_t next = 0;
-  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
-  auto throw_cancelled = [&] {
-    throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
-                            std::to_string(plan.size()) + " tiles");
-  };
-
-  detail::run_in_arena(threads, [&] {
-    namespace tbb = oneapi::tbb;
-    tbb::parallel_pipeline(
-        tokens,
-        tbb::make_filter<void, Tile>(tbb::filter_mode::serial_in_order,
-                                     [&](tbb::flow_control& control) -> Tile {
-                                       if (next == plan.size() || cancelled()) {
-                                         control.stop();
-                                         return {};
-                                       }
-                                       streams.prefetch(next);
-                                       return plan[next++];
-                                     }) &
-            tbb::make_filter<Tile, std::shared_ptr<InFlight>>(
-                tbb::filter_mode::parallel,
-                [&](const Tile& tile) {
-                  streams.populate(tile);
-                  return std::make_shared<InFlight>(InFlight{tile, kernel(tile)});
-                }) &
-            tbb::make_filter<std::shared_ptr<InFlight>, void>(
-                tbb::filter_mode::serial_in_order, [&](const std::shared_ptr<InFlight>& done) {
-                  if (cancelled()) throw_cancelled();
-                  commit(done->tile, std::move(done->result));
-                  streams.release(done->tile.index);
-                  ++progress.tiles_done;
-                  progress.elements_done = done->tile.end;
-                  if (options.on_progress) options.on_progress(progress);
-                }));
-  });
-  if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
+  detail::run_pipeline_erased(
+      plan, streams, options,
+      [&](const Tile& tile) -> std::shared_ptr<void> { return std::make_shared<Result>(kernel(tile)); },
+      [&](const Tile& tile, void* result) { commit(tile, std::move(*static_cast<Result*>(result))); });
 }
 
 }  // namespace ooc

@@ -135,9 +135,29 @@ ConstArrayMap<T> without_nan(const ConstArrayMap<T>& x) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// numpy's mean from the sum (in float32 for float16 and float32 inputs, float64
+/// otherwise) and the count. A scalar result divides in float64 and rounds to the input's
+/// float type; an array result (an axis reduction of a 2-d or larger array) divides in
+/// the sum's own type, as np.true_divide(sum_array, n) does.
+template <class T, class Total>
+Scalar mean_value(Total total, std::int64_t count, bool array_result) {
+  if constexpr (std::is_same_v<Total, float>) {
+    if (array_result) return half_aware_scalar<T>(static_cast<double>(total / static_cast<float>(count)));
+  }
+  const double mean = static_cast<double>(total) / static_cast<double>(count);
+  if constexpr (is_floating_v<T>) return half_aware_scalar<T>(mean);
+  else return Scalar::of(mean);
+}
+
+}  // namespace detail
+
 /// numpy's mean: integers and bool are summed as float64, float16 as float32, and the
-/// sum divided by the count in float64, then rounded to the result dtype. Empty: NaN.
+/// sum divided by the count (see detail::mean_value), then rounded to the result dtype.
+/// Empty: NaN.
 struct Mean {
+  bool array_result = false;  ///< an element of an axis reduction's array (see mean_value)
   template <class T>
   using input_for = std::conditional_t<std::is_same_v<T, half>, float,
                                        std::conditional_t<is_floating_v<T>, T, double>>;
@@ -148,11 +168,7 @@ struct Mean {
   template <class State>
   void merge(State& left, State&& right) const { left.append(std::move(right)); }
   template <class T>
-  Scalar result(const state_for<T>& s) const {
-    const double mean = static_cast<double>(s.total) / static_cast<double>(s.count);
-    if constexpr (is_floating_v<T>) return detail::half_aware_scalar<T>(mean);
-    else return Scalar::of(mean);
-  }
+  Scalar result(const state_for<T>& s) const { return detail::mean_value<T>(s.total, s.count, array_result); }
 };
 
 namespace detail {
@@ -546,6 +562,7 @@ class Histogram {
 
 #include "ooc/pipeline.hpp"
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -577,6 +594,13 @@ class ReduceOp {
   Scalar run(const MappedArray& in, const PipelineOptions& options = {}) const;
   /// np.histogram(in, bins, range).
   HistogramResult histogram(const MappedArray& in, const PipelineOptions& options = {}) const;
+  /// numpy's result dtype for an array of `input` (native order; not for histogram).
+  DType result_dtype(DType input) const;
+  /// The reduction along `axis` (negative counts from the end, as numpy's): the result
+  /// has in's shape without that axis, in in's memory order, and is written as
+  /// result_dtype() values into `out` (exactly that many bytes). Streams the array once,
+  /// without transposing it. Not for histogram.
+  void run_axis(const MappedArray& in, int axis, std::span<std::byte> out, const PipelineOptions& options = {}) const;
 
  private:
   std::string name_;

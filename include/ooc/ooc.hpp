@@ -11,3 +11,4 @@
 #include "ooc/tile_plan.hpp"
 #include "ooc/kernels/elementwise.hpp"
 #include "ooc/kernels/reductions.hpp"
+#include "ooc/kernels/axis.hpp"

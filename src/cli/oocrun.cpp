@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <chrono>
 #include <cstdio>
@@ -190,7 +191,47 @@ struct ReduceArgs {
   std::int64_t ddof = 0;
   std::int64_t bins = 10;
   std::string range;  // "LO:HI"
+  std::optional<int> axis;
+  std::string output;
 };
+
+// Results larger than this are written with -o rather than printed.
+constexpr std::int64_t kMaxPrintedElements = std::int64_t{1} << 20;
+
+// A result array as numpy's tolist() nests it (C order), from values in `order`.
+std::string nested_json(const std::byte* data, ooc::DType dtype, const ooc::Shape& shape, ooc::Order order) {
+  std::vector<std::int64_t> memory_stride(shape.size(), 1);  // elements between neighbours
+  for (std::size_t k = 1; k < shape.size(); ++k) {
+    if (order == ooc::Order::c) {
+      const std::size_t axis = shape.size() - 1 - k;
+      memory_stride[axis] = memory_stride[axis + 1] * shape[axis + 1];
+    } else {
+      memory_stride[k] = memory_stride[k - 1] * shape[k - 1];
+    }
+  }
+  auto element = [&](std::int64_t at) {
+    return ooc::visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
+      T v;
+      std::memcpy(static_cast<void*>(&v), data + at * dtype.itemsize(), sizeof v);
+      return ooc::Scalar::of(v).to_json();
+    });
+  };
+  std::string out;
+  auto walk = [&](auto&& self, std::size_t axis, std::int64_t at) -> void {
+    if (axis == shape.size()) {
+      out += element(at);
+      return;
+    }
+    out += '[';
+    for (std::int64_t i = 0; i < shape[axis]; ++i) {
+      if (i) out += ", ";
+      self(self, axis + 1, at + i * memory_stride[axis]);
+    }
+    out += ']';
+  };
+  walk(walk, 0, 0);
+  return out;
+}
 
 ooc::kernels::ReduceOp parse_reduction(const std::string& name, const ReduceArgs& args) {
   ooc::kernels::ReduceParams params;
@@ -216,9 +257,60 @@ std::string json_list(const Values& values, Format format) {
   return out + "]";
 }
 
+int run_reduce_axis(const Common& common, const ooc::kernels::ReduceOp& op, const ReduceArgs& args,
+                    const std::string& path, bool json) {
+  if (op.code() == ooc::kernels::ReduceOp::Code::histogram)
+    throw ooc::UsageError("", "histogram takes no --axis (numpy's has none)");
+  ooc::PipelineOptions options = pipeline_options(common);
+  const ooc::MappedArray a = ooc::map_file(path);
+  int axis = 0;
+  try {
+    axis = ooc::kernels::normalize_axis(*args.axis, a.ndim());
+  } catch (const ooc::UsageError& e) {
+    throw ooc::UsageError(path, e.problem());
+  }
+  const ooc::Shape shape = ooc::kernels::drop_axis(a.shape(), axis);
+  const ooc::DType dtype = op.result_dtype(a.dtype());
+  const std::int64_t count = *ooc::element_count(shape);
+  ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
+  options.on_progress = std::ref(progress);
+  const auto start = std::chrono::steady_clock::now();
+  std::string value_json;
+  if (!args.output.empty()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(path, args.output, ec))
+      throw ooc::UsageError(args.output, "output is the input file");
+    ooc::MappedArray out = ooc::create_npy(args.output, dtype, shape, a.order());
+    op.run_axis(a, axis, out.writable_bytes(), options);
+    out.commit();
+  } else {
+    if (count > kMaxPrintedElements)
+      throw ooc::UsageError(path, "the result has " + std::to_string(count) +
+                                      " elements; write it to a file with -o OUT.npy");
+    std::vector<std::byte> values(static_cast<std::size_t>(count) * static_cast<std::size_t>(dtype.itemsize()));
+    op.run_axis(a, axis, values, options);
+    value_json = nested_json(values.data(), dtype, shape, a.order());
+  }
+  const double seconds = seconds_since(start);
+  if (json) {
+    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"axis\": " << axis << ", "
+              << (args.output.empty() ? "\"value\": " + value_json : "\"output\": " + ooc::cli::json_string(args.output))
+              << ", \"dtype\": \"" << dtype.name() << "\", \"shape\": " << shape_json(shape)
+              << ", \"path\": " << ooc::cli::json_string(path) << ", \"elements\": " << a.size()
+              << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds << "}\n";
+  } else if (args.output.empty()) {
+    std::cout << value_json << "\n";
+  }
+  report(common, op.name() + " along axis " + std::to_string(axis) + " of " + path + ": " +
+                     ooc::cli::rate_text(a.nbytes(), seconds));
+  return 0;
+}
+
 int run_reduce(const Common& common, const std::string& op_name, const ReduceArgs& args, const std::string& path,
                bool json) {
   const auto op = parse_reduction(op_name, args);
+  if (args.axis) return run_reduce_axis(common, op, args, path, json);
+  if (!args.output.empty()) throw ooc::UsageError("", "reduce -o needs --axis (a full reduction is one value)");
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = ooc::map_file(path);
   ProgressReporter progress(common.progress, static_cast<std::uint64_t>(a.dtype().itemsize()));
@@ -301,6 +393,8 @@ int main(int argc, char** argv) {
   reduce->add_option("--ddof", reduce_args.ddof, "var, std: delta degrees of freedom (default 0)");
   reduce->add_option("--bins", reduce_args.bins, "histogram: number of equal bins (default 10)");
   reduce->add_option("--range", reduce_args.range, "histogram: LO:HI (default: the data's min and max)");
+  reduce->add_option("--axis", reduce_args.axis, "reduce along this axis only (negative: from the end)");
+  reduce->add_option("-o,--output", reduce_args.output, "with --axis: write the result to this .npy");
 
   for (CLI::App* sub : {info, apply, reduce}) sub->fallthrough();
 

@@ -157,27 +157,8 @@ ReduceOp ReduceOp::parse(std::string_view name, Params params) {
 }
 
 Scalar ReduceOp::run(const MappedArray& in, const PipelineOptions& options) const {
-  switch (code_) {
-    case Code::sum: return reduce(in, Sum{}, options);
-    case Code::prod: return reduce(in, Prod{}, options);
-    case Code::mean: return reduce(in, Mean{}, options);
-    case Code::min: return reduce(in, Min{}, options);
-    case Code::max: return reduce(in, Max{}, options);
-    case Code::argmin: return reduce(in, ArgMin(in.shape(), in.order()), options);
-    case Code::argmax: return reduce(in, ArgMax(in.shape(), in.order()), options);
-    case Code::var: return reduce(in, Var{params_.ddof, false}, options);
-    case Code::std: return reduce(in, Var{params_.ddof, true}, options);
-    case Code::count_nonzero: return reduce(in, CountNonzero{}, options);
-    case Code::any: return reduce(in, Any{}, options);
-    case Code::all: return reduce(in, All{}, options);
-    case Code::nansum: return reduce(in, NanSum{}, options);
-    case Code::nanmean: return reduce(in, NanMean{}, options);
-    case Code::nanmin: return reduce(in, NanMin{}, options);
-    case Code::nanmax: return reduce(in, NanMax{}, options);
-    case Code::norm: return reduce(in, Norm{}, options);
-    case Code::histogram: default:
-      throw UsageError(in.path(), "histogram gives counts and edges, not one value");
-  }
+  if (code_ == Code::histogram) throw UsageError(in.path(), "histogram gives counts and edges, not one value");
+  return with_kernel(in.shape(), in.order(), [&](const auto& kernel) -> Scalar { return reduce(in, kernel, options); });
 }
 
 HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions& options) const {

@@ -592,6 +592,10 @@ class ReduceOp {
   const Params& params() const { return params_; }
   /// The reduction of every element (not for histogram).
   Scalar run(const MappedArray& in, const PipelineOptions& options = {}) const;
+  /// Calls fn(kernel) with this reduction's kernel (not for histogram); `shape` and
+  /// `order` are those of the values it will see, for argmin/argmax's C-order index.
+  template <class Fn>
+  decltype(auto) with_kernel(const Shape& shape, Order order, Fn&& fn) const;
   /// np.histogram(in, bins, range).
   HistogramResult histogram(const MappedArray& in, const PipelineOptions& options = {}) const;
   /// numpy's result dtype for an array of `input` (native order; not for histogram).
@@ -607,5 +611,30 @@ class ReduceOp {
   Code code_ = Code::sum;
   Params params_;
 };
+
+template <class Fn>
+decltype(auto) ReduceOp::with_kernel(const Shape& shape, Order order, Fn&& fn) const {
+  switch (code_) {
+    case Code::sum: return fn(Sum{});
+    case Code::prod: return fn(Prod{});
+    case Code::mean: return fn(Mean{});
+    case Code::min: return fn(Min{});
+    case Code::max: return fn(Max{});
+    case Code::argmin: return fn(ArgMin(shape, order));
+    case Code::argmax: return fn(ArgMax(shape, order));
+    case Code::var: return fn(Var{params_.ddof, false});
+    case Code::std: return fn(Var{params_.ddof, true});
+    case Code::count_nonzero: return fn(CountNonzero{});
+    case Code::any: return fn(Any{});
+    case Code::all: return fn(All{});
+    case Code::nansum: return fn(NanSum{});
+    case Code::nanmean: return fn(NanMean{});
+    case Code::nanmin: return fn(NanMin{});
+    case Code::nanmax: return fn(NanMax{});
+    case Code::norm: return fn(Norm{});
+    case Code::histogram: default:
+      throw UsageError("", "histogram gives counts and edges, not one value");
+  }
+}
 
 }  // namespace ooc::kernels

@@ -12,3 +12,4 @@
 #include "ooc/kernels/elementwise.hpp"
 #include "ooc/kernels/reductions.hpp"
 #include "ooc/kernels/axis.hpp"
+#include "ooc/kernels/expr.hpp"

@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <thread>
@@ -352,6 +354,73 @@ int run_reduce(const Common& common, const std::string& op_name, const ReduceArg
   return 0;
 }
 
+int run_eval(const Common& common, const std::string& expr, const std::vector<std::string>& bound,
+             const std::string& out_path, bool json) {
+  // NAME=ARRAY arguments, mapped read-only for as long as the expression runs.
+  std::vector<std::string> names;
+  std::vector<ooc::MappedArray> arrays;
+  arrays.reserve(bound.size());
+  for (const std::string& arg : bound) {
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq == std::string::npos ? 0 : eq);
+    const bool identifier = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                            std::all_of(name.begin(), name.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                            });
+    if (eq == std::string::npos || !identifier)
+      throw ooc::UsageError("", "eval: '" + arg + "' is not NAME=ARRAY (as in a=x.npy)");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      throw ooc::UsageError("", "eval: the name '" + name + "' is bound twice");
+    names.push_back(name);
+    arrays.push_back(ooc::map_file(arg.substr(eq + 1)));
+  }
+  std::vector<ooc::kernels::Binding> bindings;
+  for (std::size_t i = 0; i < names.size(); ++i) bindings.push_back({names[i], &arrays[i]});
+  const auto expression = ooc::kernels::Expression::compile(expr, bindings);
+  ooc::PipelineOptions options = pipeline_options(common);
+  ProgressReporter progress(common.progress, static_cast<std::uint64_t>(expression.dtype().itemsize()));
+  options.on_progress = std::ref(progress);
+  const auto start = std::chrono::steady_clock::now();
+  std::string value_json, value_text, dtype_name = expression.dtype().name();
+  ooc::Shape shape = expression.shape();
+  if (expression.reduction()) {
+    if (!out_path.empty()) throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
+    const ooc::Scalar value = expression.reduce(options);
+    value_json = value.to_json();
+    value_text = value.to_string();
+    dtype_name = value.dtype().name();
+    shape = {};
+  } else if (!out_path.empty()) {
+    for (const ooc::MappedArray& a : arrays) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(a.path(), out_path, ec))
+        throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
+    }
+    ooc::MappedArray out = ooc::create_npy(out_path, expression.dtype(), expression.shape(), expression.order());
+    expression.evaluate(out, options);
+    out.commit();
+  } else {
+    const std::int64_t count = *ooc::element_count(expression.shape());
+    if (count > kMaxPrintedElements)
+      throw ooc::UsageError("", "eval: the result has " + std::to_string(count) +
+                                    " elements; write it to a file with -o OUT.npy");
+    const std::vector<std::byte> values = expression.evaluate(options);
+    value_json = nested_json(values.data(), expression.dtype(), expression.shape(), expression.order());
+    value_text = value_json;
+  }
+  const double seconds = seconds_since(start);
+  if (json) {
+    std::cout << "{\"expr\": " << ooc::cli::json_string(expr) << ", "
+              << (out_path.empty() ? "\"value\": " + value_json : "\"output\": " + ooc::cli::json_string(out_path))
+              << ", \"dtype\": \"" << dtype_name << "\", \"shape\": " << shape_json(shape)
+              << ", \"seconds\": " << seconds << "}\n";
+  } else if (out_path.empty()) {
+    std::cout << value_text << "\n";
+  }
+  report(common, "eval " + expr + ": " + std::to_string(seconds) + " s");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -396,10 +465,38 @@ int main(int argc, char** argv) {
   reduce->add_option("--axis", reduce_args.axis, "reduce along this axis only (negative: from the end)");
   reduce->add_option("-o,--output", reduce_args.output, "with --axis: write the result to this .npy");
 
-  for (CLI::App* sub : {info, apply, reduce}) sub->fallthrough();
+  std::string expr;
+  std::vector<std::string> bound;
+  CLI::App* eval = app.add_subcommand("eval", "evaluate a numpy expression over named arrays, tile by tile");
+  eval->add_option("EXPR", expr, "expression, e.g. \"2*a + sqrt(b)\" or \"sum(a*b)\"")->required();
+  eval->add_option("NAME=ARRAY", bound, "the arrays the names stand for");
+  eval->add_option("-o,--output", out_path, "write the result to this .npy");
+  eval->add_flag("--json", json, "print one JSON object");
+
+  for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
+
+  // An expression may start with '-' ("-a * b"): a space in front keeps CLI11 from reading
+  // it as an option, and the parser ignores it.
+  std::vector<std::string> args(argv, argv + argc);
+  bool spaced_expression = false;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (args[static_cast<std::size_t>(i)] != "eval") continue;
+    std::string& next = args[static_cast<std::size_t>(i) + 1];
+    static const std::vector<std::string> kOptions = {"-o", "--output", "--json", "--threads", "--tile-bytes",
+                                                      "--prefetch", "--progress", "--quiet", "-h", "--help"};
+    if (next.size() > 1 && next[0] == '-' && std::find(kOptions.begin(), kOptions.end(), next) == kOptions.end() &&
+        next.rfind("--", 0) != 0) {
+      next.insert(0, " ");
+      spaced_expression = true;
+    }
+    break;
+  }
+  std::vector<char*> arg_pointers;
+  for (std::string& a : args) arg_pointers.push_back(a.data());
 
   try {
-    app.parse(argc, argv);
+    app.parse(argc, arg_pointers.data());
+    if (spaced_expression && !expr.empty() && expr[0] == ' ') expr.erase(0, 1);
     if (apply->parsed() && out_path.empty() && !in_place)
       throw CLI::ValidationError("apply needs -o OUT or --in-place");
   } catch (const CLI::CallForHelp&) {
@@ -413,7 +510,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, reduce)";
+        what = "unknown command '" + word + "' (known: info, apply, reduce, eval)";
         break;
       }
     }
@@ -425,6 +522,7 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return run_info(path, json);
     if (apply->parsed()) return run_apply(common, op, path, out_path, in_place, json);
+    if (eval->parsed()) return run_eval(common, expr, bound, out_path, json);
     return run_reduce(common, op, reduce_args, path, json);
   } catch (const ooc::Cancelled& e) {
     const int sig = g_signal.load();

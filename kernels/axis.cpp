@@ -211,7 +211,7 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
   streams.add_input(in);
   auto fold_into = [&](State& state, std::int64_t begin, std::int64_t end, std::int64_t run_begin) {
     ooc::detail::visit_values_as<Input>(in, Tile{0, begin, end}, [&](const Tile& piece, const ConstArrayMap<Input>& x) {
-      ooc::detail::kernel_partial(kernel, state, x, piece.begin - run_begin);
+      ooc::detail::kernel_partial(kernel, state, piece.begin - run_begin, x);
     });
   };
   State running = ooc::detail::kernel_identity<T>(kernel);

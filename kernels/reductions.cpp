@@ -11,10 +11,10 @@ namespace ooc::kernels {
 
 // ---- Moments (var, std) -------------------------------------------------------------
 
-void Moments::add_block(const ConstArrayMap<double>& x) {
+Moments Moments::of_block(const ConstArrayMap<double>& x) {
   const std::int64_t n = x.size();
-  if (n == 0) return;
   Moments block;
+  if (n == 0) return block;
   block.count = n;
   block.mean = pairwise_sum<double>(x.data(), n) / static_cast<double>(n);
   double* deviations = reinterpret_cast<double*>(ooc::detail::scratch(3, sizeof(double) * static_cast<std::size_t>(n)));
@@ -23,7 +23,7 @@ void Moments::add_block(const ConstArrayMap<double>& x) {
     deviations[i] = d * d;
   }
   block.m2 = pairwise_sum<double>(deviations, n);
-  merge(block);
+  return block;
 }
 
 void Moments::merge(const Moments& right) {

@@ -321,18 +321,40 @@ struct Prod {
 };
 
 /// Count, mean and sum of squared deviations of a run of values, merged with Chan's
-/// formula: one pass, and mergeable in tile order.
+/// formula: one pass, mergeable.
 struct Moments {
   std::int64_t count = 0;
   double mean = 0;
   double m2 = 0;
 
-  /// Adds a block: its mean and squared deviations are taken in two passes over the
-  /// block (in cache), then merged.
-  void add_block(const ConstArrayMap<double>& x);
+  /// The moments of one block: its mean and squared deviations taken in two passes over
+  /// the block (in cache), with pairwise sums.
+  static Moments of_block(const ConstArrayMap<double>& x);
+  /// Adds the moments of the values just after these.
   void merge(const Moments& right);
   /// m2 / max(count - ddof, 0), as numpy divides.
   double variance(std::int64_t ddof) const;
+};
+
+/// Block moments folded into a running total one block at a time, in array order (tiles
+/// only collect theirs), so that, as for sums, the result does not depend on how the
+/// array is cut into tiles nor on the thread count.
+struct BlockedMoments {
+  Moments total;
+  std::vector<Moments> blocks;
+
+  void add_block(const ConstArrayMap<double>& x) { blocks.push_back(Moments::of_block(x)); }
+  void append(BlockedMoments&& next) {
+    for (const Moments& b : blocks) total.merge(b);
+    blocks.clear();
+    total.merge(next.total);
+    for (const Moments& b : next.blocks) total.merge(b);
+  }
+  Moments folded() const {
+    Moments m = total;
+    for (const Moments& b : blocks) m.merge(b);
+    return m;
+  }
 };
 
 /// np.var / np.std (ddof as numpy's), in one pass: each block's moments are merged into
@@ -344,11 +366,13 @@ struct Moments {
 struct Var {
   std::int64_t ddof = 0;
   bool std = false;
-  using State = Moments;
+  using State = BlockedMoments;
   template <class T> using input_for = double;
 
-  void partial(Moments& s, const ConstArrayMap<double>& x) const { s.add_block(x); }
-  void merge(Moments& left, Moments&& right) const { left.merge(right); }
+  void partial(State& s, const ConstArrayMap<double>& x) const { s.add_block(x); }
+  void merge(State& left, State&& right) const { left.append(std::move(right)); }
+  template <class T>
+  Scalar result(const State& s) const { return result<T>(s.folded()); }
   template <class T>
   Scalar result(const Moments& s) const {
     using R = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, float>, T, double>;

@@ -308,7 +308,7 @@ TEST_CASE("Moments merged block by block agree with a two-pass variance") {
   ooc::kernels::Moments m;
   for (std::size_t at = 0; at < values.size(); at += 8192) {
     const auto n = static_cast<Eigen::Index>(std::min<std::size_t>(8192, values.size() - at));
-    m.add_block(ooc::ConstArrayMap<double>(values.data() + at, n));
+    m.merge(ooc::kernels::Moments::of_block(ooc::ConstArrayMap<double>(values.data() + at, n)));
   }
   double mean = 0;
   for (double v : values) mean += v;
@@ -366,4 +366,67 @@ TEST_CASE("reduction names and parameters are checked before any work") {
   params.ddof = -1;
   CHECK_THROWS_AS(ReduceOp::parse("var", params), ooc::UsageError);
   CHECK(ReduceOp::parse("count_nonzero").code() == ReduceOp::Code::count_nonzero);
+}
+
+// A reduction over two inputs: numpy's sum(a*b) for float64, blocks side by side.
+struct Dot {
+  template <class T> using input_for = double;
+  using State = ooc::kernels::BlockedSum<double, double>;
+  void partial(State& s, const ooc::ConstArrayMap<double>& a, const ooc::ConstArrayMap<double>& b) const {
+    std::vector<double> product(static_cast<std::size_t>(a.size()));
+    for (Eigen::Index i = 0; i < a.size(); ++i) product[static_cast<std::size_t>(i)] = a[i] * b[i];
+    s.add_block(ooc::ConstArrayMap<double>(product.data(), a.size()));
+  }
+  void merge(State& left, State&& right) const { left.append(std::move(right)); }
+  double result(const State& s) const { return s.total; }
+};
+
+TEST_CASE("a reduction over two inputs sees matching blocks and is thread-count independent") {
+  ScratchDir dir;
+  const auto values = normal_values(100003, 7);
+  std::vector<float> other(values.size());
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] = static_cast<float>(values[i] * 0.5 + 1);
+  const auto a = make_array(dir.file("a.npy"), values, ooc::DType(ooc::Kind::floating, 8, ooc::ByteOrder::big));
+  const auto b = make_array(dir.file("b.npy"), other);
+  std::vector<double> products(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) products[i] = values[i] * static_cast<double>(other[i]);
+  const auto expected = make_array(dir.file("p.npy"), products);
+  const double reference = ooc::reduce(expected, ooc::kernels::Sum{}).as_double();
+  for (int threads : {1, 2, 7})
+    CHECK(bits(ooc::reduce(ooc::inputs(a, b), Dot{}, with(threads, 8192))) == bits(reference));
+}
+
+TEST_CASE("a transform over two inputs computes in C and writes in out's dtype") {
+  ScratchDir dir;
+  std::vector<std::int16_t> x(20000);
+  std::iota(x.begin(), x.end(), std::int16_t{-10000});
+  std::vector<float> y(x.size(), 0.25f);
+  const auto a = make_array(dir.file("x.npy"), x, ooc::DType(ooc::Kind::signed_int, 2, ooc::ByteOrder::big));
+  const auto b = make_array(dir.file("y.npy"), y);
+  ooc::MappedArray out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<float>, a.shape());
+  ooc::transform_as<double>(ooc::inputs(a, b), out, [](const auto& p, const auto& q) { return p * q + 1; },
+                            with(3, 4096));
+  for (std::size_t i = 0; i < x.size(); i += 777) CHECK(out.values<float>()(static_cast<Eigen::Index>(i)) == x[i] * 0.25f + 1);
+  ooc::MappedArray sum = ooc::create_npy(dir.file("sum.npy"), ooc::dtype_of<std::int32_t>, a.shape());
+  ooc::transform(ooc::inputs(a, a, a), sum, [](const auto& p, const auto& q, const auto& r) { return p + q + r; });
+  CHECK(sum.values<std::int32_t>()(0) == -30000);  // computed in int32, the output's type
+}
+
+TEST_CASE("inputs of different shapes or orders are refused") {
+  ScratchDir dir;
+  const auto a = make_array<double>(dir.file("a.npy"), {1, 2, 3});
+  const auto b = make_array<double>(dir.file("b.npy"), {1, 2});
+  CHECK_THROWS_WITH_AS(ooc::reduce(ooc::inputs(a, b), Dot{}), doctest::Contains("do not broadcast"), ooc::UsageError);
+  ooc::MappedArray out = ooc::create_npy(dir.file("o.npy"), ooc::dtype_of<double>, a.shape());
+  CHECK_THROWS_AS(ooc::transform(ooc::inputs(a, b), out, [](const auto& p, const auto& q) { return p + q; }),
+                  ooc::UsageError);
+}
+
+TEST_CASE("var and std do not depend on the tile size or the thread count") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("v.npy"), normal_values(200001, 9));
+  const double reference = ooc::reduce(a, ooc::kernels::Var{}, with(1, 8192 * 8)).as_double();
+  for (int threads : {1, 2, 7})
+    for (std::uint64_t tile : {std::uint64_t{1}, std::uint64_t{1 << 20}, std::uint64_t{64 << 20}})
+      CHECK(bits(ooc::reduce(a, ooc::kernels::Var{}, with(threads, tile)).as_double()) == bits(reference));
 }

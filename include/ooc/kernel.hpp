@@ -30,6 +30,13 @@
 ///   after block in array order, on the commit stage, and `merge` is never called.
 ///   Each tile starts from the identity; the commit stage merges tile states into the
 ///   running state strictly in tile order, so a result does not depend on the thread count.
+///
+/// * Over several inputs (ooc::inputs(a, b, ...), all of one shape and memory order), an
+///   elementwise kernel takes one block per input, `[](const auto& x, const auto& y) {
+///   return x * y; }`, and a reduction's partial does too: `partial(State&, const
+///   ConstArrayMap<U>& x, const ConstArrayMap<U>& y)`, the blocks holding the same
+///   elements of each input. A reduction is instantiated for numpy's result_type of the
+///   inputs' dtypes.
 
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
@@ -38,6 +45,7 @@
 #include "ooc/tile_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <exception>
 #include <type_traits>
@@ -47,29 +55,42 @@ namespace ooc {
 
 namespace detail {
 
-/// A per-thread buffer of at least `bytes` bytes; `slot` (0-3) tells apart buffers in use at
-/// once: 0 and 1 are transform's and reduce's own, 2 and 3 are free for kernels.
+/// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at
+/// once: 0 and 1 are transform's and reduce's own, 2 and 3 are free for kernels, 4 + i
+/// holds input i > 0 of a kernel over several inputs.
 std::byte* scratch(int slot, std::size_t bytes);
 
-/// Calls f(block, values) for the consecutive blocks of `tile` of `array`, with the
-/// values as ConstArrayMap<C>: mapped in place when the array holds native C, else
-/// converted into a per-thread buffer, as numpy's ufunc buffering does.
-template <class C, class F>
-void visit_values_as(const MappedArray& array, const Tile& tile, F&& f) {
-  const std::byte* base = array.bytes().data();
-  const std::size_t item = static_cast<std::size_t>(array.dtype().itemsize());
-  const bool direct = array.dtype() == dtype_of<C>;
-  C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
+template <std::size_t N>
+using ArrayRefs = std::array<const MappedArray*, N>;
+
+/// Calls f(block, values...) for the consecutive blocks of `tile` of each of `arrays`
+/// (all of one shape and order), with each array's values as ConstArrayMap<C>: mapped in
+/// place when the array holds native C, else converted into a per-thread buffer, as
+/// numpy's ufunc buffering does.
+template <class C, std::size_t N, class F>
+void visit_values_as(const ArrayRefs<N>& arrays, const Tile& tile, F&& f) {
+  std::array<C*, N> buffers{};
+  for (std::size_t i = 0; i < N; ++i)
+    if (arrays[i]->dtype() != dtype_of<C>)
+      buffers[i] = reinterpret_cast<C*>(scratch(i == 0 ? 0 : 4 + static_cast<int>(i), sizeof(C) * kBlockElements));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
-    const std::byte* src = base + static_cast<std::size_t>(at) * item;
-    if (direct) {
-      f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(reinterpret_cast<const C*>(src), n));
-    } else {
-      convert(array.dtype(), src, dtype_of<C>, buffer, n);
-      f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(buffer, n));
-    }
+    auto values = [&](std::size_t i) {
+      const MappedArray& array = *arrays[i];
+      const std::byte* src = array.bytes().data() + static_cast<std::size_t>(at) * static_cast<std::size_t>(array.dtype().itemsize());
+      if (buffers[i] == nullptr) return ConstArrayMap<C>(reinterpret_cast<const C*>(src), n);
+      convert(array.dtype(), src, dtype_of<C>, buffers[i], n);
+      return ConstArrayMap<C>(buffers[i], n);
+    };
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      f(Tile{tile.index, at, at + n}, values(I)...);
+    }(std::make_index_sequence<N>{});
   }
+}
+
+template <class C, class F>
+void visit_values_as(const MappedArray& array, const Tile& tile, F&& f) {
+  visit_values_as<C>(ArrayRefs<1>{&array}, tile, std::forward<F>(f));
 }
 
 /// Rethrows the current exception as an ooc::Error naming `path` unless it already is one.
@@ -123,18 +144,40 @@ using reduce_result_t = typename first_accepted_result<K, double, float, half, s
                                                        std::uint16_t, std::uint8_t, bool>::type;
 
 void check_transform_arrays(const MappedArray& in, MappedArray& out);
+/// The inputs of a kernel over several arrays must have one shape and order.
+void check_same_layout(const MappedArray& first, const MappedArray& other);
 
 }  // namespace detail
 
-/// out = fn(in) elementwise, computing in C: the input is converted to C, fn's result is
-/// converted to out's dtype (and byte order). `out` may be `in` itself (in place) if it
-/// was mapped read-write.
-template <class C, class Fn>
-void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
-  detail::check_transform_arrays(in, out);
-  const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+/// Several input arrays of one shape and memory order, for a kernel that reads them side
+/// by side: ooc::transform(ooc::inputs(a, b), out, fn) and ooc::reduce(ooc::inputs(a, b), k).
+template <std::size_t N>
+struct Inputs {
+  detail::ArrayRefs<N> arrays;
+  const MappedArray& operator[](std::size_t i) const { return *arrays[i]; }
+};
+
+/// The arrays, for a kernel that takes one value block of each (they must outlive the call).
+template <class... Arrays>
+  requires(std::is_same_v<Arrays, MappedArray> && ...)
+Inputs<sizeof...(Arrays)> inputs(const Arrays&... arrays) {
+  return Inputs<sizeof...(Arrays)>{{&arrays...}};
+}
+
+/// out = fn(a, b, ...) elementwise over several inputs, computing in C: each input is
+/// converted to C, fn gets one ConstArrayMap<C> block per input and returns an array
+/// expression, converted to out's dtype. `out` may be one of the inputs if it was mapped
+/// read-write.
+template <class C, std::size_t N, class Fn>
+void transform_as(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  for (std::size_t i = 0; i < N; ++i) {
+    detail::check_transform_arrays(in[i], out);
+    detail::check_same_layout(in[0], in[i]);
+  }
+  const TilePlan plan = TilePlan::for_array(in[0], options.tile_bytes);
   detail::Streams streams(plan, options);
-  if (&in != &out) streams.add_input(in);
+  for (std::size_t i = 0; i < N; ++i)
+    if (&in[i] != &out) streams.add_input(in[i]);
   streams.add_output(out);
   std::byte* out_base = out.writable_bytes().data();
   const DType out_dtype = out.dtype();
@@ -145,13 +188,13 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
     run_pipeline(
         plan, streams, options,
         [&](const Tile& tile) {
-          detail::visit_values_as<C>(in, tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
+          detail::visit_values_as<C>(in.arrays, tile, [&](const Tile& piece, const auto&... x) {
             std::byte* dst = out_base + static_cast<std::size_t>(piece.begin) * out_item;
             if (out_direct) {
-              ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x).template cast<C>();
+              ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x...).template cast<C>();
             } else {
               C* result = reinterpret_cast<C*>(detail::scratch(1, sizeof(C) * kBlockElements));
-              ArrayMap<C>(result, piece.size()) = fn(x).template cast<C>();
+              ArrayMap<C>(result, piece.size()) = fn(x...).template cast<C>();
               convert(dtype_of<C>, result, out_dtype, dst, piece.size());
             }
           });
@@ -159,19 +202,32 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
         },
         [](const Tile&, Done&&) {});
   } catch (...) {
-    detail::rethrow_naming(in.path());
+    detail::rethrow_naming(in[0].path());
   }
 }
 
-/// out = fn(in) elementwise, computing in out's element type. out's dtype is known only
+/// out = fn(in) elementwise, computing in C: the input is converted to C, fn's result is
+/// converted to out's dtype (and byte order). `out` may be `in` itself (in place) if it
+/// was mapped read-write.
+template <class C, class Fn>
+void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  transform_as<C>(inputs(in), out, std::forward<Fn>(fn), options);
+}
+
+/// out = fn(in...) elementwise, computing in out's element type. out's dtype is known only
 /// at run time, so fn is compiled for every element type: write it generically (e.g.
 /// `x + T(1)` with `using T = typename std::decay_t<decltype(x)>::Scalar`), or name the
 /// compute type with transform_as<C> when fn only makes sense for some types.
-template <class Fn>
-void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+template <std::size_t N, class Fn>
+void transform(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
   visit_dtype(out.dtype(), [&]<class C>(std::type_identity<C>) {
     transform_as<C>(in, out, std::forward<Fn>(fn), options);
   });
+}
+
+template <class Fn>
+void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  transform(inputs(in), out, std::forward<Fn>(fn), options);
 }
 
 namespace detail {
@@ -182,15 +238,16 @@ constexpr bool kernel_in_order() {
   else return false;
 }
 
-template <class K, class State, class Values>
-void kernel_partial(const K& kernel, State& state, const Values& x, std::int64_t first) {
-  if constexpr (requires { kernel.partial(state, x, first); }) kernel.partial(state, x, first);
-  else kernel.partial(state, x);
+template <class K, class State, class... Values>
+void kernel_partial(const K& kernel, State& state, std::int64_t first, const Values&... x) {
+  if constexpr (requires { kernel.partial(state, x..., first); }) kernel.partial(state, x..., first);
+  else kernel.partial(state, x...);
 }
 
 /// The core of ooc::reduce, for any source of values: visit(tile, f) must call
-/// f(piece, ConstArrayMap<Input>) for the consecutive blocks of `tile`, where Input is the
-/// kernel's input type for element type T. Returns the kernel's result.
+/// f(piece, ConstArrayMap<Input>...) for the consecutive blocks of `tile` (one map per
+/// input), where Input is the kernel's input type for element type T. Returns the
+/// kernel's result.
 template <class T, class Kernel, class Visit>
 decltype(auto) reduce_tiles(const Kernel& kernel, const TilePlan& plan, Streams& streams,
                             const PipelineOptions& options, Visit&& visit) {
@@ -198,7 +255,7 @@ decltype(auto) reduce_tiles(const Kernel& kernel, const TilePlan& plan, Streams&
   constexpr bool in_order = kernel_in_order<Kernel, T>();
   State total = kernel_identity<T>(kernel);
   auto fold_into = [&](State& state) {
-    return [&](const Tile& piece, const auto& x) { kernel_partial(kernel, state, x, piece.begin); };
+    return [&](const Tile& piece, const auto&... x) { kernel_partial(kernel, state, piece.begin, x...); };
   };
   run_pipeline(
       plan, streams, options,
@@ -216,29 +273,44 @@ decltype(auto) reduce_tiles(const Kernel& kernel, const TilePlan& plan, Streams&
 
 }  // namespace detail
 
-/// Reduces every element of `in` with a reduction kernel (see the contract above).
-template <class Kernel>
-detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
-                                       const PipelineOptions& options = {}) {
+/// Reduces several inputs side by side with a reduction kernel whose partial takes one
+/// block of each (`partial(State&, const ConstArrayMap<U>& a, const ConstArrayMap<U>& b)`).
+/// T, the element type the kernel is instantiated for, is numpy's result_type of the
+/// inputs' dtypes (int8 and float32 give float32); every input is converted to the
+/// kernel's input_for<T>.
+template <std::size_t N, class Kernel>
+detail::reduce_result_t<Kernel> reduce(const Inputs<N>& in, const Kernel& kernel, const PipelineOptions& options = {}) {
   using Result = detail::reduce_result_t<Kernel>;
   static_assert(!std::is_void_v<Result>, "the kernel accepts no element type");
+  DType common = in[0].dtype().native();
+  for (std::size_t i = 1; i < N; ++i) {
+    detail::check_same_layout(in[0], in[i]);
+    common = promote_types(common, in[i].dtype());
+  }
   try {
-    return visit_dtype(in.dtype(), [&]<class T>(std::type_identity<T>) -> Result {
+    return visit_dtype(common, [&]<class T>(std::type_identity<T>) -> Result {
       if constexpr (!detail::kernel_accepts<Kernel, T>()) {
-        throw UsageError(in.path(), "this reduction does not accept " + in.dtype().name());
+        throw UsageError(in[0].path(), "this reduction does not accept " + common.name());
       } else {
         using Input = detail::kernel_input_t<Kernel, T>;
-        const TilePlan plan = TilePlan::for_array(in, options.tile_bytes);
+        const TilePlan plan = TilePlan::for_array(in[0], options.tile_bytes);
         detail::Streams streams(plan, options);
-        streams.add_input(in);
+        for (std::size_t i = 0; i < N; ++i) streams.add_input(in[i]);
         return detail::reduce_tiles<T>(kernel, plan, streams, options, [&](const Tile& tile, auto&& f) {
-          detail::visit_values_as<Input>(in, tile, f);
+          detail::visit_values_as<Input>(in.arrays, tile, f);
         });
       }
     });
   } catch (...) {
-    detail::rethrow_naming(in.path());
+    detail::rethrow_naming(in[0].path());
   }
+}
+
+/// Reduces every element of `in` with a reduction kernel (see the contract above).
+template <class Kernel>
+detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
+                                       const PipelineOptions& options = {}) {
+  return reduce(inputs(in), kernel, options);
 }
 
 /// Calls fn(piece, values) for every tile of `in`, in parallel and in no fixed order;

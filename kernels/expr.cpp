@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 
 namespace ooc::kernels {
@@ -221,27 +222,21 @@ class Parser {
     return left;
   }
 
-  int arith() {
-    int left = term();
-    while (peek().kind == Tok::op && (peek().text == "+" || peek().text == "-")) {
-      const Ufunc f = peek().text == "+" ? Ufunc::add : Ufunc::subtract;
+  // One left-associative level of the grammar: next (op next)*.
+  int left_associative(std::initializer_list<std::pair<std::string_view, Ufunc>> ops, int (Parser::*next)()) {
+    int left = (this->*next)();
+    while (peek().kind == Tok::op) {
+      const auto op = std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return o.first == peek().text; });
+      if (op == ops.end()) break;
       const int column = peek().column;
       ++pos_;
-      left = ufunc(f, column, {left, term()});
+      const int right = (this->*next)();
+      left = ufunc(op->second, column, {left, right});
     }
     return left;
   }
-
-  int term() {
-    int left = factor();
-    while (peek().kind == Tok::op && (peek().text == "*" || peek().text == "/")) {
-      const Ufunc f = peek().text == "*" ? Ufunc::multiply : Ufunc::divide;
-      const int column = peek().column;
-      ++pos_;
-      left = ufunc(f, column, {left, factor()});
-    }
-    return left;
-  }
+  int arith() { return left_associative({{"+", Ufunc::add}, {"-", Ufunc::subtract}}, &Parser::term); }
+  int term() { return left_associative({{"*", Ufunc::multiply}, {"/", Ufunc::divide}}, &Parser::factor); }
 
   int factor() {
     if (peek().kind == Tok::op && (peek().text == "-" || peek().text == "+")) {
@@ -388,6 +383,7 @@ struct Expression::Impl {
 
   void check();
   void check_ufunc(Node& n);
+  void type_ufunc(Node& n);
   void fold_python(Node& n);
   void fold_numpy(Node& n);
   void rewrite_power(Node& n);
@@ -467,8 +463,8 @@ void Expression::Impl::fold_python(Node& n) {
   n.dtype = result->default_dtype();
 }
 
-// Every argument a scalar: numpy computes a scalar, promoting without value-based casting.
-void Expression::Impl::fold_numpy(Node& n) {
+// numpy's loop and result dtypes for the ufunc node n, from its arguments' operands.
+void Expression::Impl::type_ufunc(Node& n) {
   std::vector<Operand> operands;
   for (int a : n.args) operands.push_back(operand(nodes[static_cast<std::size_t>(a)]));
   try {
@@ -477,6 +473,11 @@ void Expression::Impl::fold_numpy(Node& n) {
     fail(n, e.problem());
   }
   n.dtype = output_dtype(n.ufunc, n.loop);
+}
+
+// Every argument a scalar: numpy computes a scalar, promoting without value-based casting.
+void Expression::Impl::fold_numpy(Node& n) {
+  type_ufunc(n);
   std::vector<std::array<std::byte, 8>> values;
   std::vector<LoopInput> inputs;
   for (int a : n.args) values.push_back(bytes_in(n.loop, nodes[static_cast<std::size_t>(a)].value));
@@ -564,14 +565,7 @@ void Expression::Impl::check_ufunc(Node& n) {
     else fold_numpy(n);
     return;
   }
-  std::vector<Operand> operands;
-  for (int a : n.args) operands.push_back(operand(nodes[static_cast<std::size_t>(a)]));
-  try {
-    n.loop = n.forced_loop ? *n.forced_loop : loop_dtype(n.ufunc, operands);
-  } catch (const UsageError& e) {
-    fail(n, e.problem());
-  }
-  n.dtype = output_dtype(n.ufunc, n.loop);
+  type_ufunc(n);
   for (int a : n.args) {
     const Node& arg = nodes[static_cast<std::size_t>(a)];
     if (arg.is_constant()) n.constant_args.push_back(bytes_in(n.loop, arg.value));

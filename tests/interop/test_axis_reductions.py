@@ -10,12 +10,11 @@ import json
 import os
 import sys
 import unittest
-import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import TempDir, run, run_json, sample  # noqa: E402
+from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, sample  # noqa: E402
 
 REDUCTIONS = {
     "sum": np.sum, "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max,
@@ -38,23 +37,13 @@ def assert_close_variance(got, expected):
     scale = float(np.max(finite)) if np.size(finite) else 0.0
     atol = rtol * scale if expected.dtype == np.float16 else 0
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
 SHAPES = [(3001, 8), (8, 3001), (6, 7, 250)]
 
 
 def numpy_axis(op, a, axis):
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            return np.asarray(REDUCTIONS[op](a, axis=axis))
-        except ValueError as e:
-            return e
-
-
-def same_bits(got, expected):
-    if got.dtype.kind != "f":
-        return bool(np.array_equal(got, expected))
-    uint = f"u{got.itemsize}"
-    return bool(np.all((got.view(uint) == expected.view(uint)) | (np.isnan(got) & np.isnan(expected))))
+    return numpy_or_error(REDUCTIONS[op], a, axis=axis)
 
 
 class AxisTest(unittest.TestCase):

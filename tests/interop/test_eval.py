@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import TempDir, run, run_json, same_scalar, sample  # noqa: E402
+from ooctest import TempDir, run, run_json, same_bits, same_scalar, sample  # noqa: E402
 
 FUNCTIONS = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
              "tanh": np.tanh, "abs": np.absolute, "where": np.where, "clip": np.clip, "sum": np.sum, "prod": np.prod,
@@ -68,13 +68,6 @@ def numpy_value(expression, env):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         return np.asarray(eval(expression, {"__builtins__": {}}, env))
-
-
-def same_bits(got, expected):
-    if got.dtype.kind != "f":
-        return bool(np.array_equal(got, expected))
-    uint = f"u{got.itemsize}"
-    return bool(np.all((got.view(uint) == expected.view(uint)) | (np.isnan(got) & np.isnan(expected))))
 
 
 class EvalTest(unittest.TestCase):

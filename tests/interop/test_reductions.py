@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import DTYPES, TempDir, run, run_json, same_scalar, sample  # noqa: E402
+from ooctest import DTYPES, TempDir, numpy_or_error, run, run_json, same_scalar, sample  # noqa: E402
 
 REDUCTIONS = {
     "sum": np.sum, "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max,
@@ -29,12 +29,7 @@ SHAPES = [(), (0,), (1,), (7,), (3, 0), (5, 6), (2, 3, 4)]
 
 
 def numpy_reduce(op, a, **kwargs):
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            return np.asarray(REDUCTIONS[op](a, **kwargs))
-        except ValueError as e:
-            return e
+    return numpy_or_error(REDUCTIONS[op], a, **kwargs)
 
 
 class ReduceTest(unittest.TestCase):

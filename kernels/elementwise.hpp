@@ -1,14 +1,18 @@
 #pragma once
-/// Elementwise operations with a constant, named as on the command line ("add-one",
-/// "add:2.5", "scale:0.5"), with numpy 1.24's result dtypes for `array OP python_scalar`.
+/// Elementwise operations as numpy 1.24's ufuncs compute them: the operations named on the
+/// command line ("add-one", "add:2.5", "sqrt", "clip:0:1", "cast:int16"), numpy's rules
+/// for the dtype a ufunc computes in (its loop type, with value-based casting of Python
+/// scalars), and the loops themselves, shared with expression evaluation.
 
 #include "ooc/dtype.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/pipeline.hpp"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ooc::kernels {
 
@@ -22,11 +26,19 @@ struct PyScalar {
 
   /// Parses "1", "-3", "2.5", "1e-3", "inf", "nan"; throws std::invalid_argument.
   static PyScalar parse(std::string_view text);
+  static PyScalar of_int(std::int64_t value);
+  static PyScalar of_uint(std::uint64_t value);
+  static PyScalar of_double(double value);
   double as_double() const;
+  /// The dtype numpy gives the Python value: int64 (uint64 above int64's range) or float64.
+  DType default_dtype() const;
   /// The constant in element type T, converted as numpy converts a Python scalar to a
   /// ufunc's loop type (integers cast, floats rounded once).
   template <class T> T as() const {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return is_integer ? (negative ? int_value != 0 : uint_value != 0) : float_value != 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!is_integer) return static_cast<T>(float_value);
       return negative ? static_cast<T>(int_value) : static_cast<T>(uint_value);
     } else {
       const double value = as_double();
@@ -37,29 +49,82 @@ struct PyScalar {
   }
 };
 
-/// numpy.result_type(array_of(dtype), scalar) under numpy 1.24's value-based casting.
+/// One operand of a ufunc as numpy's type resolution sees it: an array (only its dtype
+/// counts) or a scalar (a Python number or a 0-d array, whose value counts).
+struct Operand {
+  DType dtype{Kind::floating, 8};
+  bool scalar = false;
+  PyScalar value{};
+
+  static Operand array(DType dtype) { return Operand{dtype.native(), false, {}}; }
+  /// A Python int or float literal.
+  static Operand python(const PyScalar& value) { return Operand{value.default_dtype(), true, value}; }
+  /// A numpy scalar (or 0-d array) of `dtype` holding `value`.
+  static Operand numpy_scalar(DType dtype, const PyScalar& value) { return Operand{dtype.native(), true, value}; }
+};
+
+/// numpy.result_type(*operands) under numpy 1.24's value-based casting: scalars count by
+/// value (min_scalar_type) unless they are of a higher category than every array.
+DType result_type(std::span<const Operand> operands);
+/// numpy.result_type(array_of(dtype), scalar).
 DType result_type(DType array, const PyScalar& scalar);
 
-/// One elementwise operation: add:C, scale:C, add-one.
+/// The ufuncs ooc computes, with numpy's names for what they do.
+enum class Ufunc {
+  add, subtract, multiply, divide, power,                  // binary arithmetic
+  less, less_equal, greater, greater_equal, equal, not_equal,  // comparisons (bool result)
+  negative, absolute, sqrt, exp, log, log1p, sin, cos, tanh,  // unary
+  clip,                                                    // clip(x, lo, hi)
+};
+
+const char* ufunc_name(Ufunc f);
+bool is_comparison(Ufunc f);
+bool is_unary(Ufunc f);
+
+/// The dtype numpy's ufunc `f` computes in for these operands (its loop type): for sqrt,
+/// exp, ... the first of float16/float32/float64 the input casts to safely (so int8 ->
+/// float16, int16 -> float32, int32 -> float64); true division of integers in float64;
+/// power of booleans in int8; otherwise numpy.result_type. Throws UsageError where numpy
+/// refuses (negative or subtract of booleans, integers to a negative constant power).
+DType loop_dtype(Ufunc f, std::span<const Operand> operands);
+/// The dtype of f's result when it computes in `loop`: bool for comparisons, else `loop`.
+DType output_dtype(Ufunc f, DType loop);
+
+/// One input of a loop: `count` values of the loop dtype, or one value repeated.
+struct LoopInput {
+  const void* data = nullptr;
+  bool repeated = false;
+};
+
+/// out[i] = f(in[0][i], ...) for n elements, computed in `loop` (native dtype) as numpy's
+/// loop computes it; `out` holds output_dtype(f, loop). Throws std::domain_error where
+/// numpy's loop raises (an integer to a negative power).
+void run_loop(Ufunc f, DType loop, std::span<const LoopInput> in, void* out, std::int64_t n);
+
+/// One elementwise operation as `oocrun apply` names it: add:C sub:C mul:C div:C pow:C
+/// (np.add, ... np.power with a Python scalar C), neg abs sqrt exp log log1p sin cos tanh,
+/// clip:LO:HI (np.clip), cast:DTYPE (astype), and add-one, scale:C.
 class ElementwiseOp {
  public:
-  enum class Code { add, multiply };
-
   /// Parses an operation name; throws ooc::UsageError naming it if unknown or malformed.
   static ElementwiseOp parse(std::string_view spec);
 
   const std::string& spec() const { return spec_; }
-  /// The dtype numpy gives `a OP C` for an array of `input` (native byte order).
-  DType result_dtype(DType input) const;
-  /// out = in OP C, computed in result_dtype(in.dtype()) and stored in out's dtype,
-  /// which must be reachable by numpy's same_kind casting (so in place works exactly
-  /// when numpy's `a += C` does). `out` may be `in` when mapped read-write.
+  /// The dtype numpy gives the operation on an array of `input` (native byte order) with
+  /// `ndim` dimensions (a 0-d array is a scalar to numpy, so its constant does not count
+  /// by value); throws ooc::UsageError where numpy refuses the operation for that dtype.
+  DType result_dtype(DType input, int ndim = 1) const;
+  /// out = OP(in), computed in numpy's loop dtype and stored in out's dtype, which must
+  /// be reachable by numpy's same_kind casting (so in place works exactly when numpy's
+  /// `np.OP(a, out=a)` does). `out` may be `in` when mapped read-write.
   void apply(const MappedArray& in, MappedArray& out, const PipelineOptions& options = {}) const;
 
  private:
   std::string spec_;
-  Code code_ = Code::add;
-  PyScalar constant_;
+  bool cast_ = false;      // cast:DTYPE, else the ufunc below
+  DType cast_to_{Kind::floating, 8};
+  Ufunc ufunc_ = Ufunc::add;
+  std::vector<PyScalar> constants_;  // the Python scalars after the array: C, or LO and HI
 };
 
 }  // namespace ooc::kernels

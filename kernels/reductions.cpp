@@ -3,21 +3,189 @@
 #include "ooc/error.hpp"
 #include "ooc/kernel.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 namespace ooc::kernels {
 
-ReduceOp ReduceOp::parse(std::string_view name) {
+// ---- Moments (var, std) -------------------------------------------------------------
+
+Moments Moments::of_block(const ConstArrayMap<double>& x) {
+  const std::int64_t n = x.size();
+  Moments block;
+  if (n == 0) return block;
+  block.count = n;
+  block.mean = pairwise_sum<double>(x.data(), n) / static_cast<double>(n);
+  double* deviations = reinterpret_cast<double*>(ooc::detail::scratch(3, sizeof(double) * static_cast<std::size_t>(n)));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = x[i] - block.mean;
+    deviations[i] = d * d;
+  }
+  block.m2 = pairwise_sum<double>(deviations, n);
+  return block;
+}
+
+void Moments::merge(const Moments& right) {
+  if (right.count == 0) return;
+  if (count == 0) {
+    *this = right;
+    return;
+  }
+  const double n_left = static_cast<double>(count);
+  const double n_right = static_cast<double>(right.count);
+  const double n = n_left + n_right;
+  const double delta = right.mean - mean;
+  mean += delta * (n_right / n);
+  m2 += right.m2 + delta * delta * (n_left * n_right / n);
+  count += right.count;
+}
+
+double Moments::variance(std::int64_t ddof) const {
+  const double dof = static_cast<double>(std::max<std::int64_t>(count - ddof, 0));
+  return m2 / dof;  // 0/0 is NaN (empty), x/0 infinity: numpy's answers
+}
+
+// ---- argmin, argmax ---------------------------------------------------------------
+
+template <bool kMin>
+ArgExtremum<kMin>::ArgExtremum(Shape shape, Order order)
+    : shape_(std::move(shape)), reorder_(order == Order::fortran && shape_.size() > 1) {
+  c_strides_.assign(shape_.size(), 1);
+  for (std::size_t axis = shape_.size(); axis-- > 1;) c_strides_[axis - 1] = c_strides_[axis] * shape_[axis];
+}
+
+template <bool kMin>
+std::int64_t ArgExtremum<kMin>::c_index(std::int64_t memory_index) const {
+  if (!reorder_) return memory_index;
+  // Fortran order: the first axis varies fastest in memory; C order wants it slowest.
+  std::int64_t c = 0;
+  for (std::size_t axis = 0; axis < shape_.size(); ++axis) {
+    c += (memory_index % shape_[axis]) * c_strides_[axis];
+    memory_index /= shape_[axis];
+  }
+  return c;
+}
+
+template class ArgExtremum<true>;
+template class ArgExtremum<false>;
+
+// ---- histogram -----------------------------------------------------------------------
+
+Histogram::Histogram(std::int64_t bins, double lo, double hi, DType edges)
+    : bins_(bins), edge_size_(edges.itemsize()), norm_(static_cast<double>(bins) / (hi - lo)) {
+  norm_float_ = static_cast<float>(norm_);
+  convert(dtype_of<double>, &norm_, dtype_of<half>, &norm_half_, 1);
+  // The product (x - lo) * norm is computed in result_type(E array, norm): norm counts by
+  // value, so a float16 array multiplies in float32 when norm is beyond float16.
+  multiply_size_ = result_type(edges, PyScalar::of_double(norm_)).itemsize();
+  // np.linspace(lo, hi, bins + 1): i * step + lo in float64, the last edge exactly hi,
+  // then rounded once to E.
+  const double delta = hi - lo;
+  const double step = delta / static_cast<double>(bins);
+  edges_.resize(static_cast<std::size_t>(bins) + 1);
+  for (std::int64_t i = 0; i <= bins; ++i) {
+    double edge = step == 0 ? static_cast<double>(i) / static_cast<double>(bins) * delta + lo
+                            : static_cast<double>(i) * step + lo;
+    if (i == bins) edge = hi;
+    double rounded = 0;
+    visit_dtype(edges, [&]<class E>(std::type_identity<E>) {
+      E e;
+      convert(dtype_of<double>, &edge, dtype_of<E>, &e, 1);
+      rounded = static_cast<double>(e);
+    });
+    edges_[static_cast<std::size_t>(i)] = rounded;
+  }
+}
+
+DType Histogram::edge_dtype(DType array, const PyScalar& lo, const PyScalar& hi) {
+  // numpy converts a boolean array to uint8 first.
+  const DType a = array.kind() == Kind::boolean ? DType(Kind::unsigned_int, 1) : array.native();
+  const Operand operands[] = {Operand::python(lo), Operand::python(hi), Operand::array(a)};
+  const DType t = result_type(operands);
+  return t.kind() == Kind::floating ? t : DType(Kind::floating, 8);
+}
+
+// ---- ReduceOp ----------------------------------------------------------------------
+
+namespace {
+
+struct NamedReduction {
+  std::string_view name;
+  ReduceOp::Code code;
+};
+
+constexpr NamedReduction kReductions[] = {
+    {"sum", ReduceOp::Code::sum},         {"prod", ReduceOp::Code::prod},
+    {"mean", ReduceOp::Code::mean},       {"min", ReduceOp::Code::min},
+    {"max", ReduceOp::Code::max},         {"argmin", ReduceOp::Code::argmin},
+    {"argmax", ReduceOp::Code::argmax},   {"var", ReduceOp::Code::var},
+    {"std", ReduceOp::Code::std},         {"count_nonzero", ReduceOp::Code::count_nonzero},
+    {"any", ReduceOp::Code::any},         {"all", ReduceOp::Code::all},
+    {"nansum", ReduceOp::Code::nansum},   {"nanmean", ReduceOp::Code::nanmean},
+    {"nanmin", ReduceOp::Code::nanmin},   {"nanmax", ReduceOp::Code::nanmax},
+    {"norm", ReduceOp::Code::norm},       {"histogram", ReduceOp::Code::histogram},
+};
+
+constexpr std::string_view kKnownReductions =
+    "sum, prod, mean, min, max, argmin, argmax, var, std, count_nonzero, any, all, nansum, nanmean, nanmin, "
+    "nanmax, norm, histogram";
+
+}  // namespace
+
+ReduceOp ReduceOp::parse(std::string_view name, Params params) {
   ReduceOp op;
   op.name_ = std::string(name);
-  if (name == "sum") op.code_ = Code::sum;
-  else if (name == "mean") op.code_ = Code::mean;
-  else if (name == "min") op.code_ = Code::min;
-  else if (name == "max") op.code_ = Code::max;
-  else throw UsageError("", "unknown reduction '" + op.name_ + "' (known: sum, mean, min, max)");
+  op.params_ = params;
+  const auto known = std::find_if(std::begin(kReductions), std::end(kReductions),
+                                  [&](const NamedReduction& r) { return r.name == name; });
+  if (known == std::end(kReductions))
+    throw UsageError("", "unknown reduction '" + op.name_ + "' (known: " + std::string(kKnownReductions) + ")");
+  op.code_ = known->code;
+  if (params.ddof < 0) throw UsageError("", "--ddof must not be negative");
+  if (op.code_ == Code::histogram) {
+    if (params.bins <= 0) throw UsageError("", "histogram: `bins` must be positive, when an integer");
+    if (params.range) {
+      const double lo = params.range->first.as_double(), hi = params.range->second.as_double();
+      if (!std::isfinite(lo) || !std::isfinite(hi))
+        throw UsageError("", "histogram: supplied range of [" + format_float(lo, 8) + ", " + format_float(hi, 8) +
+                                 "] is not finite");
+      if (lo > hi) throw UsageError("", "histogram: max must be larger than min in range parameter.");
+    }
+  }
   return op;
 }
 
 Scalar ReduceOp::run(const MappedArray& in, const PipelineOptions& options) const {
-  return visit([&](const auto& kernel) { return reduce(in, kernel, options); });
+  if (code_ == Code::histogram) throw UsageError(in.path(), "histogram gives counts and edges, not one value");
+  return with_kernel(in.shape(), in.order(), [&](const auto& kernel) -> Scalar { return reduce(in, kernel, options); });
+}
+
+HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions& options) const {
+  PyScalar lo = PyScalar::of_int(0), hi = PyScalar::of_int(1);
+  if (params_.range) {
+    std::tie(lo, hi) = *params_.range;
+  } else if (in.size() > 0) {
+    // numpy's default range: the data's min and max, as Python numbers.
+    auto python = [](const Scalar& s) {
+      switch (s.dtype().kind()) {
+        case Kind::floating: return PyScalar::of_double(s.as_double());
+        case Kind::unsigned_int: return PyScalar::of_uint(s.as<std::uint64_t>());
+        default: return PyScalar::of_int(s.as<std::int64_t>());
+      }
+    };
+    lo = python(reduce(in, Min{}, options));
+    hi = python(reduce(in, Max{}, options));
+    if (!std::isfinite(lo.as_double()) || !std::isfinite(hi.as_double()))
+      throw Error(in.path(), "histogram: autodetected range of [" + format_float(lo.as_double(), 8) + ", " +
+                                 format_float(hi.as_double(), 8) + "] is not finite");
+  }
+  if (lo.as_double() == hi.as_double()) {  // numpy widens an empty range
+    lo = PyScalar::of_double(lo.as_double() - 0.5);
+    hi = PyScalar::of_double(hi.as_double() + 0.5);
+  }
+  const DType edges = Histogram::edge_dtype(in.dtype(), lo, hi);
+  return reduce(in, Histogram(params_.bins, lo.as_double(), hi.as_double(), edges), options);
 }
 
 }  // namespace ooc::kernels

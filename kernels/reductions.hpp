@@ -4,13 +4,19 @@
 
 #include "ooc/dtype.hpp"
 #include "ooc/mapped_array.hpp"
+#include "ooc/kernel.hpp"
+#include "ooc/kernels/elementwise.hpp"
 #include "ooc/scalar.hpp"
 #include "ooc/state_bytes.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ooc::kernels {
@@ -132,11 +138,47 @@ Scalar half_aware_scalar(double value) {
   }
 }
 
+/// sqrt of a float value in its own type, as np.sqrt of a scalar of that type (float16
+/// through float32).
+template <class R>
+R round_sqrt(R value) {
+  if constexpr (std::is_same_v<R, half>) return half(std::sqrt(static_cast<float>(value)));
+  else return std::sqrt(value);
+}
+
+/// The block with NaN replaced by 0, in a per-thread buffer.
+template <class T>
+ConstArrayMap<T> without_nan(const ConstArrayMap<T>& x) {
+  T* clean = reinterpret_cast<T*>(ooc::detail::scratch(3, sizeof(T) * static_cast<std::size_t>(x.size())));
+  for (Eigen::Index i = 0; i < x.size(); ++i) clean[i] = Eigen::numext::isnan(x[i]) ? T(0) : x[i];
+  return ConstArrayMap<T>(clean, x.size());
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// numpy's mean from the sum (in float32 for float16 and float32 inputs, float64
+/// otherwise) and the count. A scalar result divides in float64 and rounds to the input's
+/// float type; an array result (an axis reduction of a 2-d or larger array) divides in
+/// the sum's own type, as np.true_divide(sum_array, n) does.
+template <class T, class Total>
+Scalar mean_value(Total total, std::int64_t count, bool array_result) {
+  if constexpr (std::is_same_v<Total, float>) {
+    if (array_result) return half_aware_scalar<T>(static_cast<double>(total / static_cast<float>(count)));
+  }
+  const double mean = static_cast<double>(total) / static_cast<double>(count);
+  if constexpr (is_floating_v<T>) return half_aware_scalar<T>(mean);
+  else return Scalar::of(mean);
+}
+
 }  // namespace detail
 
 /// numpy's mean: integers and bool are summed as float64, float16 as float32, and the
-/// sum divided by the count in float64, then rounded to the result dtype. Empty: NaN.
+/// sum divided by the count (see detail::mean_value), then rounded to the result dtype.
+/// Empty: NaN.
 struct Mean {
+  bool array_result = false;  ///< an element of an axis reduction's array (see mean_value)
   template <class T>
   using input_for = std::conditional_t<std::is_same_v<T, half>, float,
                                        std::conditional_t<is_floating_v<T>, T, double>>;
@@ -147,11 +189,7 @@ struct Mean {
   template <class State>
   void merge(State& left, State&& right) const { left.append(std::move(right)); }
   template <class T>
-  Scalar result(const state_for<T>& s) const {
-    const double mean = static_cast<double>(s.total) / static_cast<double>(s.count);
-    if constexpr (is_floating_v<T>) return detail::half_aware_scalar<T>(mean);
-    else return Scalar::of(mean);
-  }
+  Scalar result(const state_for<T>& s) const { return detail::mean_value<T>(s.total, s.count, array_result); }
 };
 
 namespace detail {
@@ -161,17 +199,24 @@ template <class T> struct Extremum {
   bool seen = false;
 };
 
-template <bool kMin, class T>
+template <class T>
+bool is_nan(T x) {
+  if constexpr (is_floating_v<T>) return Eigen::numext::isnan(x);
+  else return false;
+}
+
+// numpy's minimum/maximum propagate NaN; fmin/fmax (nanmin, nanmax) skip it.
+template <bool kMin, bool kSkipNan, class T>
 T pick(T a, T b) {
   if constexpr (is_floating_v<T>) {
-    if (Eigen::numext::isnan(a)) return a;  // numpy's min and max propagate NaN
-    if (Eigen::numext::isnan(b)) return b;
+    if (is_nan(a)) return kSkipNan ? b : a;
+    if (is_nan(b)) return kSkipNan ? a : b;
   }
   if constexpr (kMin) return b < a ? b : a;
   else return a < b ? b : a;
 }
 
-template <bool kMin>
+template <bool kMin, bool kSkipNan = false>
 struct ExtremumKernel {
   template <class T> using state_for = Extremum<T>;
 
@@ -184,24 +229,29 @@ struct ExtremumKernel {
       const auto bytes = Eigen::Map<const Eigen::Array<std::uint8_t, Eigen::Dynamic, 1>>(
           reinterpret_cast<const std::uint8_t*>(x.data()), x.size());
       m = kMin ? (bytes != 0).all() : (bytes != 0).any();
+    } else if constexpr (is_floating_v<T>) {
+      if constexpr (kSkipNan)  // NaN only when every value is NaN
+        m = kMin ? x.template minCoeff<Eigen::PropagateNumbers>() : x.template maxCoeff<Eigen::PropagateNumbers>();
+      else
+        m = kMin ? x.template minCoeff<Eigen::PropagateNaN>() : x.template maxCoeff<Eigen::PropagateNaN>();
+    } else {
+      m = kMin ? x.minCoeff() : x.maxCoeff();
     }
-    else if constexpr (is_floating_v<T>) m = kMin ? x.template minCoeff<Eigen::PropagateNaN>()
-                                                  : x.template maxCoeff<Eigen::PropagateNaN>();
-    else m = kMin ? x.minCoeff() : x.maxCoeff();
-    s.value = s.seen ? pick<kMin>(s.value, m) : m;
+    s.value = s.seen ? pick<kMin, kSkipNan>(s.value, m) : m;
     s.seen = true;
   }
   template <class T>
   void merge(Extremum<T>& left, Extremum<T>&& right) const {
     if (!right.seen) return;
-    left.value = left.seen ? pick<kMin>(left.value, right.value) : right.value;
+    left.value = left.seen ? pick<kMin, kSkipNan>(left.value, right.value) : right.value;
     left.seen = true;
   }
   template <class T>
   Scalar result(const Extremum<T>& s) const {
     if (!s.seen)
       throw std::domain_error(std::string("zero-size array to reduction operation ") +
-                              (kMin ? "minimum" : "maximum") + " which has no identity");
+                              (kSkipNan ? (kMin ? "fmin" : "fmax") : (kMin ? "minimum" : "maximum")) +
+                              " which has no identity");
     return Scalar::of(s.value);
   }
 };
@@ -210,38 +260,446 @@ struct ExtremumKernel {
 
 struct Min : detail::ExtremumKernel<true> {};
 struct Max : detail::ExtremumKernel<false> {};
+/// np.nanmin / np.nanmax: NaN is skipped (numpy's fmin/fmax), NaN only when all are NaN.
+struct NanMin : detail::ExtremumKernel<true, true> {};
+struct NanMax : detail::ExtremumKernel<false, true> {};
+
+/// np.nansum: NaN counts as 0 (numpy replaces NaN by 0 and sums the copy, so the blocks
+/// and their order are sum's).
+struct NanSum : Sum {
+  template <class State, class T>
+  void partial(State& s, const ConstArrayMap<T>& x) const {
+    if constexpr (is_floating_v<T>) s.add_block(detail::without_nan(x));
+    else s.add_block(x);
+  }
+};
+
+/// np.nanmean: the NaN-free sum taken as nansum takes it (a float16 total for float16),
+/// divided by the count of non-NaN values in float64, rounded to the input's float type.
+/// Integers and bools: np.mean.
+struct NanMean {
+  template <class T> using input_for = std::conditional_t<is_floating_v<T>, T, double>;
+  template <class T> struct State : BlockedSum<sum_accumulator_t<input_for<T>>, input_for<T>> {
+    std::int64_t nans = 0;
+    // For MPI; without these the base's would drop `nans` on the way.
+    void save(StateWriter& out) const {
+      State::BlockedSum::save(out);
+      out.put(nans);
+    }
+    void load(StateReader& in) {
+      State::BlockedSum::load(in);
+      nans = in.get<std::int64_t>();
+    }
+  };
+  template <class T> using state_for = State<T>;
+
+  template <class S, class E>
+  void partial(S& s, const ConstArrayMap<E>& x) const {
+    if constexpr (is_floating_v<E>) {
+      const auto clean = detail::without_nan(x);
+      s.nans += x.size() - (x == x).count();
+      s.add_block(clean);
+    } else {
+      s.add_block(x);
+    }
+  }
+  template <class S>
+  void merge(S& left, S&& right) const {
+    left.nans += right.nans;
+    left.append(std::move(right));
+  }
+  template <class T>
+  Scalar result(const state_for<T>& s) const {
+    const double mean = static_cast<double>(s.total) / static_cast<double>(s.count - s.nans);
+    if constexpr (is_floating_v<T>) return detail::half_aware_scalar<T>(mean);
+    else return Scalar::of(mean);
+  }
+};
+
+/// np.prod: integers multiply in int64 (uint64 for unsigned), wrapping, in any order;
+/// floats one multiply after another in the array's own type, as numpy's loop does
+/// (float16 in float32 within each block of kBlockElements, rounded to float16 after
+/// it), which is not associative: the kernel runs in order on the commit stage.
+struct Prod {
+  template <class T> struct State {
+    sum_result_t<T> total = sum_result_t<T>(1);
+  };
+  template <class T> using state_for = State<T>;
+  template <class T> using input_for = sum_result_t<T>;
+  template <class T> static constexpr bool in_order = is_floating_v<T>;
+
+  template <class T> State<T> identity() const { return {}; }
+
+  template <class S, class E>
+  void partial(S& s, const ConstArrayMap<E>& x) const {
+    if constexpr (std::is_same_v<E, half>) {
+      float product = static_cast<float>(s.total);
+      for (Eigen::Index i = 0; i < x.size(); ++i) product *= static_cast<float>(x[i]);
+      s.total = half(product);
+    } else if constexpr (is_floating_v<E>) {
+      for (Eigen::Index i = 0; i < x.size(); ++i) s.total *= x[i];
+    } else {
+      std::uint64_t product = static_cast<std::uint64_t>(s.total);  // wraps, as numpy's int64
+      for (Eigen::Index i = 0; i < x.size(); ++i) product *= static_cast<std::uint64_t>(x[i]);
+      s.total = static_cast<E>(product);
+    }
+  }
+  template <class S>
+  void merge(S& left, S&& right) const {
+    left.total = static_cast<decltype(left.total)>(static_cast<std::uint64_t>(left.total) *
+                                                   static_cast<std::uint64_t>(right.total));
+  }
+  template <class T>
+  Scalar result(const state_for<T>& s) const { return Scalar::of(s.total); }
+};
+
+/// Count, mean and sum of squared deviations of a run of values, merged with Chan's
+/// formula: one pass, mergeable.
+struct Moments {
+  std::int64_t count = 0;
+  double mean = 0;
+  double m2 = 0;
+
+  /// The moments of one block: its mean and squared deviations taken in two passes over
+  /// the block (in cache), with pairwise sums.
+  static Moments of_block(const ConstArrayMap<double>& x);
+  /// Adds the moments of the values just after these.
+  void merge(const Moments& right);
+  /// m2 / max(count - ddof, 0), as numpy divides.
+  double variance(std::int64_t ddof) const;
+};
+
+/// Block moments folded into a running total one block at a time, in array order (tiles
+/// only collect theirs), so that, as for sums, the result does not depend on how the
+/// array is cut into tiles nor on the thread count.
+struct BlockedMoments {
+  Moments total;
+  std::vector<Moments> blocks;
+
+  void add_block(const ConstArrayMap<double>& x) { blocks.push_back(Moments::of_block(x)); }
+  void save(StateWriter& out) const {
+    out.put(total);
+    out.put_vector(blocks);
+  }
+  void load(StateReader& in) {
+    total = in.get<Moments>();
+    blocks = in.get_vector<Moments>();
+  }
+  void append(BlockedMoments&& next) {
+    for (const Moments& b : blocks) total.merge(b);
+    blocks.clear();
+    total.merge(next.total);
+    for (const Moments& b : next.blocks) total.merge(b);
+  }
+  Moments folded() const {
+    Moments m = total;
+    for (const Moments& b : blocks) m.merge(b);
+    return m;
+  }
+};
+
+/// np.var / np.std (ddof as numpy's), in one pass: each block's moments are merged into
+/// the running ones (Chan et al.), in float64 whatever the input. numpy takes two passes
+/// (the mean, then the squared deviations) in the input's float type, so results agree
+/// within rounding, not bit for bit (DESIGN.md gives the tolerance). Result dtype:
+/// float16/float32 for those inputs, float64 otherwise; std is the square root taken in
+/// that dtype.
+struct Var {
+  std::int64_t ddof = 0;
+  bool std = false;
+  using State = BlockedMoments;
+  template <class T> using input_for = double;
+
+  void partial(State& s, const ConstArrayMap<double>& x) const { s.add_block(x); }
+  void merge(State& left, State&& right) const { left.append(std::move(right)); }
+  template <class T>
+  Scalar result(const State& s) const { return result<T>(s.folded()); }
+  template <class T>
+  Scalar result(const Moments& s) const {
+    using R = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, float>, T, double>;
+    double variance = s.variance(ddof);
+    // numpy sums the values and then the squared deviations in R: where either sum is
+    // beyond R's range its answer is infinite, and so is ooc's.
+    if (std::isfinite(variance) && (overflows<R>(s.mean * static_cast<double>(s.count)) || overflows<R>(s.m2)))
+      variance = INFINITY;
+    const Scalar var = detail::half_aware_scalar<R>(variance);
+    if (!std) return var;
+    return detail::half_aware_scalar<R>(static_cast<double>(detail::round_sqrt<R>(static_cast<R>(var.as_double()))));
+  }
+
+ private:
+  template <class R>
+  static bool overflows(double value) {
+    return !std::isfinite(detail::half_aware_scalar<R>(value).as_double());
+  }
+};
+
+/// np.linalg.norm of the flattened array: sqrt(sum(x * x)), integers as float64. The
+/// squares are rounded to the float type and summed as sum() sums (numpy's axis norm);
+/// numpy's full norm uses BLAS dot instead, so a full norm agrees within rounding.
+struct Norm {
+  template <class T> using input_for = std::conditional_t<is_floating_v<T>, T, double>;
+  template <class T> using state_for = BlockedSum<sum_accumulator_t<input_for<T>>, input_for<T>>;
+
+  template <class S, class E>
+  void partial(S& s, const ConstArrayMap<E>& x) const {
+    E* squares = reinterpret_cast<E*>(ooc::detail::scratch(3, sizeof(E) * static_cast<std::size_t>(x.size())));
+    for (Eigen::Index i = 0; i < x.size(); ++i) squares[i] = static_cast<E>(x[i] * x[i]);
+    s.add_block(ConstArrayMap<E>(squares, x.size()));
+  }
+  template <class S>
+  void merge(S& left, S&& right) const { left.append(std::move(right)); }
+  template <class T>
+  Scalar result(const state_for<T>& s) const {
+    return Scalar::of(detail::round_sqrt<input_for<T>>(s.total));
+  }
+};
+
+/// np.count_nonzero: NaN is nonzero, -0.0 is zero. Result int64.
+struct CountNonzero {
+  using State = std::int64_t;
+  template <class T>
+  void partial(State& s, const ConstArrayMap<T>& x) const {
+    if constexpr (std::is_same_v<T, bool>) s += x.count();
+    else s += (x != T(0)).count();
+  }
+  void merge(State& left, State&& right) const { left += right; }
+  Scalar result(const State& s) const { return Scalar::of(s); }
+};
+
+/// np.any / np.all: NaN is true. Empty: any is False, all is True.
+template <bool kAll>
+struct Truth {
+  struct State {
+    bool value = kAll;
+  };
+  template <class T>
+  void partial(State& s, const ConstArrayMap<T>& x) const {
+    if constexpr (std::is_same_v<T, bool>) s.value = kAll ? (s.value && x.all()) : (s.value || x.any());
+    else s.value = kAll ? (s.value && (x != T(0)).all()) : (s.value || (x != T(0)).any());
+  }
+  void merge(State& left, State&& right) const { left.value = kAll ? left.value && right.value : left.value || right.value; }
+  Scalar result(const State& s) const { return Scalar::of(s.value); }
+};
+using Any = Truth<false>;
+using All = Truth<true>;
+
+/// np.argmin / np.argmax of the flattened array: the index of the first extreme value
+/// in C order (numpy ravels a Fortran array in C order first), the first NaN if there is
+/// one. Empty: an error, as numpy's. Result int64.
+template <bool kMin>
+class ArgExtremum {
+ public:
+  /// For a memory-order index in an array of this shape and order.
+  explicit ArgExtremum(Shape shape = {}, Order order = Order::c);
+
+  template <class T> struct State {
+    T value{};
+    std::int64_t index = -1;  // C-order index; -1 while nothing is seen
+  };
+  template <class T> using state_for = State<T>;
+
+  template <class T>
+  void partial(State<T>& s, const ConstArrayMap<T>& x, std::int64_t first) const {
+    if (x.size() == 0) return;
+    // The first extreme value of the block in memory order (the first NaN if any).
+    Eigen::Index best = 0;
+    for (Eigen::Index i = 1; i < x.size() && !detail::is_nan(x[best]); ++i)
+      if (detail::is_nan(x[i]) || (kMin ? x[i] < x[best] : x[i] > x[best])) best = i;
+    std::int64_t index = c_index(first + best);
+    if (reorder_) {  // a tie later in memory may come first in C order
+      const bool nan = detail::is_nan(x[best]);
+      for (Eigen::Index i = best + 1; i < x.size(); ++i)
+        if (nan ? detail::is_nan(x[i]) : x[i] == x[best]) index = std::min(index, c_index(first + i));
+    }
+    take(s, State<T>{x[best], index});
+  }
+  template <class T>
+  void merge(State<T>& left, State<T>&& right) const { take(left, right); }
+  template <class T>
+  Scalar result(const State<T>& s) const {
+    if (s.index < 0) throw std::domain_error(std::string("attempt to get ") + (kMin ? "argmin" : "argmax") +
+                                             " of an empty sequence");
+    return Scalar::of(s.index);
+  }
+
+ private:
+  template <class T>
+  static void take(State<T>& s, const State<T>& other) {
+    if (other.index < 0) return;
+    if (s.index < 0) {
+      s = other;
+      return;
+    }
+    const bool s_nan = detail::is_nan(s.value), o_nan = detail::is_nan(other.value);
+    bool better;
+    if (s_nan || o_nan) better = o_nan && (!s_nan || other.index < s.index);
+    else if (other.value == s.value) better = other.index < s.index;
+    else better = kMin ? other.value < s.value : other.value > s.value;
+    if (better) s = other;
+  }
+  std::int64_t c_index(std::int64_t memory_index) const;
+
+  Shape shape_;
+  Shape c_strides_;       // elements between neighbours along each axis, in C order
+  bool reorder_ = false;  // Fortran order with more than one dimension
+};
+using ArgMin = ArgExtremum<true>;
+using ArgMax = ArgExtremum<false>;
+
+/// What np.histogram(a, bins, range) returns: the counts and the bin edges (in the
+/// edges' dtype: the array's float type, float64 for other arrays).
+struct HistogramResult {
+  std::vector<std::int64_t> counts;
+  std::vector<double> edges;
+  DType edge_dtype{Kind::floating, 8};
+};
+
+/// np.histogram with `bins` equal bins over [lo, hi], computed as numpy's does: the edges
+/// are np.linspace(lo, hi, bins + 1) rounded to the edges' dtype E, a value's bin is first
+/// guessed as int((x - lo) * (bins / (hi - lo))) in numpy's arithmetic (x - lo in E, the
+/// product in E or wider by value-based casting), then moved by at most one bin against
+/// the edges; the last bin includes hi; values outside and NaN are not counted.
+class Histogram {
+ public:
+  /// lo < hi, both finite (widen lo == hi first, as numpy does); `edges` is
+  /// Histogram::edge_dtype of the array and the range.
+  Histogram(std::int64_t bins, double lo, double hi, DType edges);
+
+  /// np.histogram's edge dtype: np.result_type(lo, hi, a) with lo and hi as the Python
+  /// numbers given (value-based), float64 if that is an integer or bool type.
+  static DType edge_dtype(DType array, const PyScalar& lo, const PyScalar& hi);
+
+  using State = std::vector<std::int64_t>;
+  State identity() const { return State(static_cast<std::size_t>(bins_), 0); }
+  template <class T> using input_for = std::conditional_t<is_floating_v<T>, T, double>;
+
+  template <class T>
+  void partial(State& counts, const ConstArrayMap<T>& x) const {
+    switch (edge_size_) {
+      case 2: count_as<half>(counts, x); break;
+      case 4: count_as<float>(counts, x); break;
+      default: count_as<double>(counts, x); break;
+    }
+  }
+  void merge(State& left, State&& right) const {
+    for (std::size_t i = 0; i < left.size(); ++i) left[i] += right[i];
+  }
+  HistogramResult result(const State& counts) const {
+    return HistogramResult{counts, edges_, DType(Kind::floating, edge_size_)};
+  }
+
+ private:
+  template <class E, class T>
+  void count_as(State& counts, const ConstArrayMap<T>& x) const {
+    if constexpr (sizeof(E) >= sizeof(T)) {  // the edges' dtype holds the array's values
+      const E first = static_cast<E>(edges_.front());
+      const double last = edges_.back();
+      for (Eigen::Index k = 0; k < x.size(); ++k) {
+        const E v = static_cast<E>(x[k]);
+        if (!(static_cast<double>(v) >= edges_.front() && static_cast<double>(v) <= last)) continue;
+        std::int64_t i = static_cast<std::int64_t>(position(static_cast<E>(v - first)));
+        if (i >= bins_) i = bins_ - 1;
+        if (static_cast<double>(v) < edges_[static_cast<std::size_t>(i)]) --i;
+        if (i != bins_ - 1 && static_cast<double>(v) >= edges_[static_cast<std::size_t>(i) + 1]) ++i;
+        ++counts[static_cast<std::size_t>(std::clamp<std::int64_t>(i, 0, bins_ - 1))];
+      }
+    }
+  }
+  // (x - lo) * norm in the dtype numpy multiplies in: result_type(E array, norm).
+  template <class E>
+  double position(E offset) const {
+    if (multiply_size_ == 2) return static_cast<double>(half(offset) * norm_half_);
+    if (multiply_size_ == 4) return static_cast<double>(static_cast<float>(offset) * norm_float_);
+    return static_cast<double>(offset) * norm_;
+  }
+
+  std::int64_t bins_;
+  int edge_size_;
+  int multiply_size_;
+  double norm_;
+  float norm_float_;
+  half norm_half_;
+  std::vector<double> edges_;  // rounded to the edges' dtype
+};
 
 }  // namespace ooc::kernels
 
 #include "ooc/pipeline.hpp"
 
+#include <span>
 #include <string>
 #include <string_view>
 
 namespace ooc::kernels {
 
-/// A full reduction chosen by name at run time ("sum", "mean", "min", "max").
+/// The parameters some reductions take.
+struct ReduceParams {
+  std::int64_t ddof = 0;                               ///< var, std
+  std::int64_t bins = 10;                              ///< histogram
+  std::optional<std::pair<PyScalar, PyScalar>> range;  ///< histogram; default: the data's min and max
+};
+
+/// A full reduction chosen by name at run time: sum prod mean min max argmin argmax var
+/// std count_nonzero any all nansum nanmean nanmin nanmax norm, and histogram.
 class ReduceOp {
  public:
-  enum class Code { sum, mean, min, max };
-  /// Throws ooc::UsageError for an unknown name.
-  static ReduceOp parse(std::string_view name);
+  enum class Code {
+    sum, prod, mean, min, max, argmin, argmax, var, std, count_nonzero, any, all,
+    nansum, nanmean, nanmin, nanmax, norm, histogram
+  };
+  using Params = ReduceParams;
+
+  /// Throws ooc::UsageError for an unknown name or parameters that make no sense.
+  static ReduceOp parse(std::string_view name, Params params = {});
   const std::string& name() const { return name_; }
+  Code code() const { return code_; }
+  const Params& params() const { return params_; }
+  /// The reduction of every element (not for histogram).
   Scalar run(const MappedArray& in, const PipelineOptions& options = {}) const;
-  /// Calls f(kernel) with the kernel object this operation names and returns what f
-  /// returns: the one switch from a name to a kernel type, for run() and ooc::mpi.
-  template <class F> decltype(auto) visit(F&& f) const {
-    switch (code_) {
-      case Code::sum: return f(Sum{});
-      case Code::mean: return f(Mean{});
-      case Code::min: return f(Min{});
-      case Code::max: default: return f(Max{});
-    }
-  }
+  /// Calls fn(kernel) with this reduction's kernel (not for histogram); `shape` and
+  /// `order` are those of the values it will see, for argmin/argmax's C-order index.
+  template <class Fn>
+  decltype(auto) with_kernel(const Shape& shape, Order order, Fn&& fn) const;
+  /// np.histogram(in, bins, range).
+  HistogramResult histogram(const MappedArray& in, const PipelineOptions& options = {}) const;
+  /// numpy's result dtype for an array of `input` (native order; not for histogram).
+  DType result_dtype(DType input) const;
+  /// The reduction along `axis` (negative counts from the end, as numpy's): the result
+  /// has in's shape without that axis, in in's memory order, and is written as
+  /// result_dtype() values into `out` (exactly that many bytes). Streams the array once,
+  /// without transposing it. Not for histogram.
+  void run_axis(const MappedArray& in, int axis, std::span<std::byte> out, const PipelineOptions& options = {}) const;
 
  private:
   std::string name_;
   Code code_ = Code::sum;
+  Params params_;
 };
+
+template <class Fn>
+decltype(auto) ReduceOp::with_kernel(const Shape& shape, Order order, Fn&& fn) const {
+  switch (code_) {
+    case Code::sum: return fn(Sum{});
+    case Code::prod: return fn(Prod{});
+    case Code::mean: return fn(Mean{});
+    case Code::min: return fn(Min{});
+    case Code::max: return fn(Max{});
+    case Code::argmin: return fn(ArgMin(shape, order));
+    case Code::argmax: return fn(ArgMax(shape, order));
+    case Code::var: return fn(Var{params_.ddof, false});
+    case Code::std: return fn(Var{params_.ddof, true});
+    case Code::count_nonzero: return fn(CountNonzero{});
+    case Code::any: return fn(Any{});
+    case Code::all: return fn(All{});
+    case Code::nansum: return fn(NanSum{});
+    case Code::nanmean: return fn(NanMean{});
+    case Code::nanmin: return fn(NanMin{});
+    case Code::nanmax: return fn(NanMax{});
+    case Code::norm: return fn(Norm{});
+    case Code::histogram: default:
+      throw UsageError("", "histogram gives counts and edges, not one value");
+  }
+}
 
 }  // namespace ooc::kernels

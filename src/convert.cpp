@@ -76,6 +76,10 @@ To cast(From v) {
 }  // namespace
 
 void convert(DType from, const void* src, DType to, void* dst, std::int64_t count) {
+  if (from == to && from.kind() != Kind::boolean) {  // nothing to convert (bools are normalised to 0/1)
+    if (src != dst) std::memmove(dst, src, static_cast<std::size_t>(count) * static_cast<std::size_t>(from.itemsize()));
+    return;
+  }
   const bool swap_in = !from.is_native();
   const bool swap_out = !to.is_native();
   visit_dtype(from, [&]<class From>(std::type_identity<From>) {

@@ -5,8 +5,9 @@
 namespace ooc::detail {
 
 std::byte* scratch(int slot, std::size_t bytes) {
-  thread_local std::vector<std::byte> buffers[2];
-  std::vector<std::byte>& buffer = buffers[slot];
+  thread_local std::vector<std::vector<std::byte>> buffers(4);
+  if (static_cast<std::size_t>(slot) >= buffers.size()) buffers.resize(static_cast<std::size_t>(slot) + 1);
+  std::vector<std::byte>& buffer = buffers[static_cast<std::size_t>(slot)];
   if (buffer.size() < bytes) buffer.resize(bytes);
   return buffer.data();
 }
@@ -52,6 +53,14 @@ void check_transform_arrays(const MappedArray& in, MappedArray& out) {
                                      shape_repr(in.shape()));
   if (in.order() != out.order() && in.ndim() > 1)
     throw UsageError(out.path(), "output memory order differs from the input's");
+}
+
+void check_same_layout(const MappedArray& first, const MappedArray& other) {
+  if (other.shape() != first.shape())
+    throw UsageError(other.path(), "shape " + shape_repr(other.shape()) + " differs from " + first.path() + "'s " +
+                                       shape_repr(first.shape()) + " (kernels over several inputs do not broadcast)");
+  if (other.order() != first.order() && first.ndim() > 1)
+    throw UsageError(other.path(), "memory order differs from " + first.path() + "'s");
 }
 
 }  // namespace ooc::detail

@@ -7,9 +7,11 @@
 
 namespace ooc {
 
-TilePlan::TilePlan(std::int64_t total, std::int64_t per)
-    : total_(total), per_(per),
-      count_(static_cast<std::size_t>(total == 0 ? 0 : (total + per - 1) / per)) {}
+TilePlan::TilePlan(std::int64_t total, std::int64_t per, std::int64_t slab, std::int64_t pieces)
+    : total_(total), per_(per), slab_(slab), pieces_(pieces),
+      count_(static_cast<std::size_t>(total == 0 ? 0
+                                      : pieces > 1 ? total / slab * pieces
+                                                   : (total + per - 1) / per)) {}
 
 TilePlan TilePlan::contiguous(std::int64_t elements, int itemsize, std::uint64_t tile_bytes) {
   const std::uint64_t per = tile_bytes / static_cast<std::uint64_t>(itemsize);
@@ -24,19 +26,38 @@ TilePlan TilePlan::for_array(const MappedArray& array, std::uint64_t tile_bytes)
   return contiguous(array.size(), array.dtype().itemsize(), tile_bytes);
 }
 
-Tile TilePlan::operator[](std::size_t position) const {
-  const std::size_t index = first_ + position;
+TilePlan TilePlan::slabs(std::int64_t slabs, std::int64_t slab_elements, int itemsize, std::uint64_t tile_bytes) {
+  const std::int64_t elements = slabs * slab_elements;
+  const std::uint64_t fit = std::max<std::uint64_t>(1, tile_bytes / static_cast<std::uint64_t>(itemsize));
+  if (slab_elements == 0) return TilePlan(0, 1, 0);
+  if (static_cast<std::uint64_t>(slab_elements) <= fit) {
+    const auto per_tile = std::min<std::uint64_t>(fit / static_cast<std::uint64_t>(slab_elements),
+                                                  static_cast<std::uint64_t>(slabs));
+    return TilePlan(elements, static_cast<std::int64_t>(std::max<std::uint64_t>(1, per_tile)) * slab_elements,
+                    slab_elements);
+  }
+  const auto blocks = std::max<std::uint64_t>(1, fit / static_cast<std::uint64_t>(kBlockElements));
+  const auto piece = static_cast<std::int64_t>(blocks) * kBlockElements;
+  // A tile is at least one block, so a slab smaller than a block is a tile of its own.
+  if (piece >= slab_elements) return TilePlan(elements, slab_elements, slab_elements);
+  return TilePlan(elements, piece, slab_elements, (slab_elements + piece - 1) / piece);
+}
+
+Tile TilePlan::at(std::size_t index) const {
   const auto i = static_cast<std::int64_t>(index);
-  return Tile{index, i * per_, std::min(total_, (i + 1) * per_)};
+  if (pieces_ > 1) {
+    const std::int64_t slab_begin = std::min(total_, i / pieces_ * slab_);
+    const std::int64_t begin = std::min(total_, slab_begin + i % pieces_ * per_);
+    return Tile{index, begin, std::min(slab_begin + slab_, begin + per_)};
+  }
+  return Tile{index, std::min(total_, i * per_), std::min(total_, (i + 1) * per_)};
 }
 
-std::int64_t TilePlan::begin() const {
-  return std::min(total_, static_cast<std::int64_t>(first_) * per_);
-}
+Tile TilePlan::operator[](std::size_t position) const { return at(first_ + position); }
 
-std::int64_t TilePlan::end() const {
-  return std::min(total_, static_cast<std::int64_t>(first_ + count_) * per_);
-}
+std::int64_t TilePlan::begin() const { return at(first_).begin; }
+
+std::int64_t TilePlan::end() const { return count_ == 0 ? begin() : at(first_ + count_ - 1).end; }
 
 TilePlan TilePlan::slice(TileRange range) const {
   TilePlan part = *this;
@@ -49,10 +70,10 @@ TilePlan TilePlan::slice(TileRange range) const {
 TileRange TilePlan::share(int part, int parts) const {
   if (parts < 1 || part < 0 || part >= parts) throw std::invalid_argument("TilePlan::share: no such part");
   using Wide = unsigned __int128;  // tiles * parts can exceed 64 bits
-  const auto at = [&](int k) {
+  const auto boundary = [&](int k) {
     return static_cast<std::size_t>(Wide{count_} * static_cast<Wide>(k) / static_cast<Wide>(parts));
   };
-  return TileRange{at(part), at(part + 1)};
+  return TileRange{boundary(part), boundary(part + 1)};
 }
 
 }  // namespace ooc

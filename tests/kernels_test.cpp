@@ -318,7 +318,10 @@ bool same_scalar(const ooc::Scalar& a, const ooc::Scalar& b) {
 template <class Kernel>
 ooc::Scalar reduce_in_parts(const std::string& path, const Kernel& kernel, int parts, std::uint64_t tile_bytes) {
   const ooc::ArrayInfo info = ooc::read_info(path);
-  return ooc::visit_dtype(info.dtype, [&]<class T>(std::type_identity<T>) {
+  return ooc::visit_dtype(info.dtype, [&]<class T>(std::type_identity<T>) -> ooc::Scalar {
+    if constexpr (ooc::detail::kernel_in_order<Kernel, T>()) {
+      throw std::logic_error("an in-order reduction has no tile states to hand on");
+    } else {
     using State = ooc::detail::kernel_state_t<Kernel, T>;
     const auto plan = ooc::TilePlan::contiguous(info.size(), info.dtype.itemsize(), tile_bytes);
     std::vector<std::byte> passed;
@@ -343,6 +346,7 @@ ooc::Scalar reduce_in_parts(const std::string& path, const Kernel& kernel, int p
     ooc::StateReader in(passed);
     ooc::load_state(total, in);
     return ooc::detail::kernel_result<T>(kernel, total);
+    }
   });
 }
 
@@ -360,7 +364,8 @@ TEST_CASE("reductions handed on from part to part as bytes give the single-proce
   make_array(dir.file("u8be.npy"), ints, ooc::DType(ooc::Kind::unsigned_int, 8, ooc::ByteOrder::big));
   for (const char* name : {"f8.npy", "f4be.npy", "f2.npy", "i1.npy", "u8be.npy"}) {
     const ooc::MappedArray a = ooc::map_file(dir.file(name));
-    for (const char* op : {"sum", "mean", "min", "max"}) {
+    for (const char* op : {"sum", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero", "any",
+                           "all", "nansum", "nanmean", "nanmin", "nanmax", "norm"}) {
       for (std::uint64_t tile : {std::uint64_t{64 << 10}, std::uint64_t{256 << 10}}) {
         const ooc::Scalar whole = ooc::kernels::ReduceOp::parse(op).run(a, with(2, tile));
         for (int parts : {1, 2, 3, 4, 7, 40}) {
@@ -368,7 +373,8 @@ TEST_CASE("reductions handed on from part to part as bytes give the single-proce
           CAPTURE(op);
           CAPTURE(tile);
           CAPTURE(parts);
-          const ooc::Scalar handed = ooc::kernels::ReduceOp::parse(op).visit(
+          const ooc::Scalar handed = ooc::kernels::ReduceOp::parse(op).with_kernel(
+              a.shape(), a.order(),
               [&](const auto& kernel) { return reduce_in_parts(dir.file(name), kernel, parts, tile); });
           CHECK(same_scalar(handed, whole));
         }
@@ -479,4 +485,160 @@ TEST_CASE("reduction states survive the trip through bytes") {
   CHECK_THROWS_AS(ooc::load_state(broken, short_read), std::runtime_error);
   static_assert(ooc::TransferableState<ooc::kernels::Mean::state_for<std::int8_t>>);
   static_assert(!ooc::TransferableState<std::vector<double>>);
+}
+
+// A reduction that is not associative: concatenating digits. in_order kernels see every
+// block on the running state, in array order, whatever the threads and tiles.
+struct Digits {
+  using State = std::vector<std::int32_t>;
+  template <class T> static constexpr bool in_order = true;
+  template <class Values>
+  void partial(State& s, const Values& x, std::int64_t first) const {
+    if (!s.empty() || first == 0) s.push_back(static_cast<std::int32_t>(first));
+    CHECK(static_cast<std::int64_t>(s.size() - 1) * ooc::kBlockElements == first);
+    (void)x;
+  }
+  void merge(State&, State&&) const { FAIL("merge is never called for an in_order kernel"); }
+  State result(const State& s) const { return s; }
+};
+
+TEST_CASE("an in_order kernel sees the blocks on the running state in array order, with their index") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("a.npy"), std::vector<double>(100000, 1.0));
+  for (int threads : {1, 3}) {
+    const auto blocks = ooc::reduce(a, Digits{}, with(threads, 1));
+    CHECK(blocks.size() == 13);
+  }
+}
+
+TEST_CASE("Moments merged block by block agree with a two-pass variance") {
+  const auto values = normal_values(100000, 5);
+  ooc::kernels::Moments m;
+  for (std::size_t at = 0; at < values.size(); at += 8192) {
+    const auto n = static_cast<Eigen::Index>(std::min<std::size_t>(8192, values.size() - at));
+    m.merge(ooc::kernels::Moments::of_block(ooc::ConstArrayMap<double>(values.data() + at, n)));
+  }
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= static_cast<double>(values.size());
+  double m2 = 0;
+  for (double v : values) m2 += (v - mean) * (v - mean);
+  CHECK(m.count == 100000);
+  CHECK(m.mean == doctest::Approx(mean).epsilon(1e-12));
+  CHECK(m.variance(1) == doctest::Approx(m2 / 99999).epsilon(1e-12));
+  CHECK(std::isnan(ooc::kernels::Moments{}.variance(0)));
+}
+
+TEST_CASE("var of float16 overflows to infinity where numpy's float16 sums do") {
+  ScratchDir dir;
+  std::vector<ooc::half> big(2000, ooc::half(300.0f));
+  for (std::size_t i = 0; i < big.size(); i += 2) big[i] = ooc::half(-300.0f);
+  const auto a = make_array(dir.file("h.npy"), big);
+  CHECK(std::isinf(ooc::reduce(a, ooc::kernels::Var{}).as_double()));
+  const auto small = make_array(dir.file("s.npy"), std::vector<ooc::half>{ooc::half(1.0f), ooc::half(3.0f)});
+  CHECK(ooc::reduce(small, ooc::kernels::Var{}).to_json() == "1.0");
+  CHECK(ooc::reduce(small, ooc::kernels::Var{}).dtype() == ooc::dtype_of<ooc::half>);
+}
+
+TEST_CASE("argmin of a Fortran array counts positions in C order") {
+  ScratchDir dir;
+  // Shape (2, 3) in Fortran order: memory holds a[0,0], a[1,0], a[0,1], a[1,1], a[0,2], a[1,2].
+  ooc::MappedArray out = ooc::create_npy(dir.file("f.npy"), ooc::dtype_of<std::int32_t>, {2, 3}, ooc::Order::fortran);
+  const std::int32_t memory[6] = {5, 0, 0, 7, 7, 1};
+  std::memcpy(out.writable_bytes().data(), memory, sizeof memory);
+  out.commit();
+  const auto a = ooc::map_file(dir.file("f.npy"));
+  CHECK(ooc::reduce(a, ooc::kernels::ArgMin(a.shape(), a.order())).to_json() == "1");  // a[0,1], not a[1,0] (= 3)
+  CHECK(ooc::reduce(a, ooc::kernels::ArgMax(a.shape(), a.order())).to_json() == "2");  // a[0,2], not a[1,1] (= 4)
+}
+
+TEST_CASE("histogram edges take numpy's dtype from the array and the range by value") {
+  using ooc::kernels::Histogram;
+  using ooc::kernels::PyScalar;
+  const ooc::DType f2(ooc::Kind::floating, 2), i4(ooc::Kind::signed_int, 4), b1(ooc::Kind::boolean, 1);
+  CHECK(Histogram::edge_dtype(f2, PyScalar::parse("0"), PyScalar::parse("1")).name() == "float16");
+  CHECK(Histogram::edge_dtype(f2, PyScalar::parse("0"), PyScalar::parse("100000")).name() == "float64");
+  CHECK(Histogram::edge_dtype(f2, PyScalar::parse("0"), PyScalar::parse("100000.0")).name() == "float32");
+  CHECK(Histogram::edge_dtype(i4, PyScalar::parse("0"), PyScalar::parse("1")).name() == "float64");
+  CHECK(Histogram::edge_dtype(b1, PyScalar::parse("0"), PyScalar::parse("1")).name() == "float64");
+}
+
+TEST_CASE("reduction names and parameters are checked before any work") {
+  using ooc::kernels::ReduceOp;
+  ooc::kernels::ReduceParams params;
+  params.bins = 0;
+  CHECK_THROWS_WITH_AS(ReduceOp::parse("histogram", params), doctest::Contains("positive"), ooc::UsageError);
+  params.bins = 3;
+  params.range = {ooc::kernels::PyScalar::parse("2"), ooc::kernels::PyScalar::parse("1")};
+  CHECK_THROWS_AS(ReduceOp::parse("histogram", params), ooc::UsageError);
+  params.ddof = -1;
+  CHECK_THROWS_AS(ReduceOp::parse("var", params), ooc::UsageError);
+  CHECK(ReduceOp::parse("count_nonzero").code() == ReduceOp::Code::count_nonzero);
+}
+
+// A reduction over two inputs: numpy's sum(a*b) for float64, blocks side by side.
+struct Dot {
+  template <class T> using input_for = double;
+  using State = ooc::kernels::BlockedSum<double, double>;
+  void partial(State& s, const ooc::ConstArrayMap<double>& a, const ooc::ConstArrayMap<double>& b) const {
+    std::vector<double> product(static_cast<std::size_t>(a.size()));
+    for (Eigen::Index i = 0; i < a.size(); ++i) product[static_cast<std::size_t>(i)] = a[i] * b[i];
+    s.add_block(ooc::ConstArrayMap<double>(product.data(), a.size()));
+  }
+  void merge(State& left, State&& right) const { left.append(std::move(right)); }
+  double result(const State& s) const { return s.total; }
+};
+
+TEST_CASE("a reduction over two inputs sees matching blocks and is thread-count independent") {
+  ScratchDir dir;
+  const auto values = normal_values(100003, 7);
+  std::vector<float> other(values.size());
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] = static_cast<float>(values[i] * 0.5 + 1);
+  const auto a = make_array(dir.file("a.npy"), values, ooc::DType(ooc::Kind::floating, 8, ooc::ByteOrder::big));
+  const auto b = make_array(dir.file("b.npy"), other);
+  std::vector<double> products(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) products[i] = values[i] * static_cast<double>(other[i]);
+  const auto expected = make_array(dir.file("p.npy"), products);
+  const double reference = ooc::reduce(expected, ooc::kernels::Sum{}).as_double();
+  for (int threads : {1, 2, 7})
+    CHECK(bits(ooc::reduce(ooc::inputs(a, b), Dot{}, with(threads, 8192))) == bits(reference));
+  // Read with O_DIRECT, each input through its own buffers (tmpfs falls back to mapping).
+  ooc::PipelineOptions direct = with(2, 64 * 1024);
+  direct.io = ooc::Io::direct;
+  CHECK(bits(ooc::reduce(ooc::inputs(a, b), Dot{}, direct)) == bits(reference));
+}
+
+TEST_CASE("a transform over two inputs computes in C and writes in out's dtype") {
+  ScratchDir dir;
+  std::vector<std::int16_t> x(20000);
+  std::iota(x.begin(), x.end(), std::int16_t{-10000});
+  std::vector<float> y(x.size(), 0.25f);
+  const auto a = make_array(dir.file("x.npy"), x, ooc::DType(ooc::Kind::signed_int, 2, ooc::ByteOrder::big));
+  const auto b = make_array(dir.file("y.npy"), y);
+  ooc::MappedArray out = ooc::create_npy(dir.file("out.npy"), ooc::dtype_of<float>, a.shape());
+  ooc::transform_as<double>(ooc::inputs(a, b), out, [](const auto& p, const auto& q) { return p * q + 1; },
+                            with(3, 4096));
+  for (std::size_t i = 0; i < x.size(); i += 777) CHECK(out.values<float>()(static_cast<Eigen::Index>(i)) == x[i] * 0.25f + 1);
+  ooc::MappedArray sum = ooc::create_npy(dir.file("sum.npy"), ooc::dtype_of<std::int32_t>, a.shape());
+  ooc::transform(ooc::inputs(a, a, a), sum, [](const auto& p, const auto& q, const auto& r) { return p + q + r; });
+  CHECK(sum.values<std::int32_t>()(0) == -30000);  // computed in int32, the output's type
+}
+
+TEST_CASE("inputs of different shapes or orders are refused") {
+  ScratchDir dir;
+  const auto a = make_array<double>(dir.file("a.npy"), {1, 2, 3});
+  const auto b = make_array<double>(dir.file("b.npy"), {1, 2});
+  CHECK_THROWS_WITH_AS(ooc::reduce(ooc::inputs(a, b), Dot{}), doctest::Contains("do not broadcast"), ooc::UsageError);
+  ooc::MappedArray out = ooc::create_npy(dir.file("o.npy"), ooc::dtype_of<double>, a.shape());
+  CHECK_THROWS_AS(ooc::transform(ooc::inputs(a, b), out, [](const auto& p, const auto& q) { return p + q; }),
+                  ooc::UsageError);
+}
+
+TEST_CASE("var and std do not depend on the tile size or the thread count") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("v.npy"), normal_values(200001, 9));
+  const double reference = ooc::reduce(a, ooc::kernels::Var{}, with(1, 8192 * 8)).as_double();
+  for (int threads : {1, 2, 7})
+    for (std::uint64_t tile : {std::uint64_t{1}, std::uint64_t{1 << 20}, std::uint64_t{64 << 20}})
+      CHECK(bits(ooc::reduce(a, ooc::kernels::Var{}, with(threads, tile)).as_double()) == bits(reference));
 }

@@ -313,3 +313,39 @@ TEST_CASE("shares of a plan with more tiles than 64 bits times the parts can cou
   CHECK(last.last == plan.size());
   CHECK(last.first < last.last);
 }
+
+TEST_CASE("a slab plan packs whole slabs into tiles and never splits one across tiles") {
+  // 1000 slabs of 300 float64 elements: 2400 bytes a slab, 10 slabs per 24000-byte tile.
+  const TilePlan plan = TilePlan::slabs(1000, 300, 8, 24000);
+  CHECK(plan.slab_elements() == 300);
+  CHECK(plan.size() == 100);
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    CHECK(plan[i].begin == static_cast<std::int64_t>(i) * 3000);
+    CHECK(plan[i].size() == 3000);
+  }
+  const TilePlan odd = TilePlan::slabs(7, 300, 8, 24000);  // the last tile takes the rest
+  CHECK(odd.size() == 1);
+  CHECK(odd[0].end == 2100);
+  const TilePlan tiny = TilePlan::slabs(5, 300, 8, 1);  // at least one slab a tile
+  CHECK(tiny.size() == 5);
+  CHECK(tiny[4].begin == 1200);
+}
+
+TEST_CASE("a slab larger than a tile is cut into whole blocks counted from its start") {
+  // 3 slabs of 20000 elements, tiles of 2 blocks: pieces [0, 16384) and [16384, 20000).
+  const TilePlan plan = TilePlan::slabs(3, 20000, 4, 2 * kBlockElements * 4);
+  REQUIRE(plan.size() == 6);
+  std::int64_t next = 0;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const Tile t = plan[i];
+    CHECK(t.index == i);
+    CHECK(t.begin == next);
+    CHECK((t.begin % 20000) % kBlockElements == 0);
+    CHECK(t.begin / 20000 == (t.end - 1) / 20000);  // within one slab
+    next = t.end;
+  }
+  CHECK(next == 60000);
+  CHECK(plan[1].size() == 20000 - 2 * kBlockElements);
+  CHECK(TilePlan::slabs(0, 5, 8).empty());
+  CHECK(TilePlan::slabs(5, 0, 8).empty());
+}

@@ -21,14 +21,26 @@
 ///     - `R result(const State&) const` (or `template <class T> R result(...)`), the
 ///       answer, of one type R for every element type.
 ///   Optional: `State identity() const` (default: `State{}`), `template <class T> using
-///   input_for = U` to see the values converted to U, and `template <class T> static
-///   constexpr bool accepts = ...` to refuse some element types with an error.
+///   input_for = U` to see the values converted to U, `template <class T> static
+///   constexpr bool accepts = ...` to refuse some element types with an error,
+///   `partial(State&, values, std::int64_t first)` to be told the memory-order index of
+///   values[0], and `template <class T> static constexpr bool in_order = true` for a
+///   reduction that is not associative (a float product taken numpy's way, one multiply
+///   after another): its `partial` is then called on the running state itself, block
+///   after block in array order, on the commit stage, and `merge` is never called.
 ///   Each tile starts from the identity; the commit stage merges tile states into the
 ///   running state strictly in tile order, so a result does not depend on the thread count.
 ///   To run under MPI (ooc::mpi::reduce) the State must also travel between processes:
 ///   be trivially copyable, or have `save(StateWriter&) const` and `load(StateReader&)`
 ///   (ooc/state_bytes.hpp). merge() need not be associative even then: ranks merge in
 ///   exactly the single-process order.
+///
+/// * Over several inputs (ooc::inputs(a, b, ...), all of one shape and memory order), an
+///   elementwise kernel takes one block per input, `[](const auto& x, const auto& y) {
+///   return x * y; }`, and a reduction's partial does too: `partial(State&, const
+///   ConstArrayMap<U>& x, const ConstArrayMap<U>& y)`, the blocks holding the same
+///   elements of each input. A reduction is instantiated for numpy's result_type of the
+///   inputs' dtypes.
 
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
@@ -37,6 +49,7 @@
 #include "ooc/tile_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <exception>
 #include <type_traits>
@@ -51,7 +64,9 @@ template <class T> bool is_aligned_for(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0;
 }
 
-/// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at once.
+/// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at
+/// once: 0 and 1 are transform's and reduce's own, 2 and 3 are free for kernels, 4 + i
+/// holds input i > 0 of a kernel over several inputs.
 std::byte* scratch(int slot, std::size_t bytes);
 
 /// The tiles a run over `array` processes: the array's plan for options.tile_bytes, or
@@ -61,26 +76,56 @@ TilePlan plan_run(const MappedArray& array, const PipelineOptions& options);
 /// Throws UsageError if `array` does not map every element the tiles of `plan` cover.
 void check_mapped(const MappedArray& array, const TilePlan& plan);
 
-/// Calls f(block, values) for the consecutive blocks of `tile`, whose elements of dtype
-/// `dtype` start at `data`, with the values as ConstArrayMap<C>: in place when they are
-/// native C, else converted into a per-thread buffer, as numpy's ufunc buffering does.
-template <class C, class F>
-void visit_values_as(const std::byte* data, DType dtype, const Tile& tile, F&& f) {
-  const std::size_t item = static_cast<std::size_t>(dtype.itemsize());
-  // Used in place only when aligned for C: a hand-made header can put the data at any
-  // offset, and numpy reads such files too.
-  const bool direct = dtype == dtype_of<C> && is_aligned_for<C>(data);
-  C* buffer = direct ? nullptr : reinterpret_cast<C*>(scratch(0, sizeof(C) * kBlockElements));
+template <std::size_t N>
+using ArrayRefs = std::array<const MappedArray*, N>;
+
+/// One tile of N inputs: where each input's elements of the tile start (in the mapping or
+/// in a direct reader's buffer) and each input's dtype.
+template <std::size_t N>
+struct TileSources {
+  std::array<const std::byte*, N> data;
+  std::array<DType, N> dtypes;
+};
+
+/// The sources of `tile` for `arrays`, as `streams` delivers them.
+template <std::size_t N>
+TileSources<N> tile_sources(Streams& streams, const ArrayRefs<N>& arrays, const Tile& tile) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return TileSources<N>{{streams.input(*arrays[I], tile)...}, {arrays[I]->dtype()...}};
+  }(std::make_index_sequence<N>{});
+}
+
+/// Calls f(block, values...) for the consecutive blocks of `tile` of each source, with
+/// each source's values as ConstArrayMap<C>: mapped in place when they are native C and
+/// aligned for it (a hand-made header can put the data at any offset, and numpy reads
+/// such files too), else converted into a per-thread buffer, as numpy's ufunc buffering
+/// does. Bools are always converted: any nonzero byte is True to numpy, and a C++ bool
+/// holding 2 is undefined behaviour, so kernels see them as 0 and 1.
+template <class C, std::size_t N, class F>
+void visit_values_as(const TileSources<N>& sources, const Tile& tile, F&& f) {
+  std::array<C*, N> buffers{};
+  for (std::size_t i = 0; i < N; ++i)
+    if (std::is_same_v<C, bool> || sources.dtypes[i] != dtype_of<C> || !is_aligned_for<C>(sources.data[i]))
+      buffers[i] = reinterpret_cast<C*>(scratch(i == 0 ? 0 : 4 + static_cast<int>(i), sizeof(C) * kBlockElements));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
-    const std::byte* src = data + static_cast<std::size_t>(at - tile.begin) * item;
-    if (direct) {
-      f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(reinterpret_cast<const C*>(src), n));
-    } else {
-      convert(dtype, src, dtype_of<C>, buffer, n);
-      f(Tile{tile.index, at, at + n}, ConstArrayMap<C>(buffer, n));
-    }
+    auto values = [&](std::size_t i) {
+      const std::byte* src =
+          sources.data[i] + static_cast<std::size_t>(at - tile.begin) * static_cast<std::size_t>(sources.dtypes[i].itemsize());
+      if (buffers[i] == nullptr) return ConstArrayMap<C>(reinterpret_cast<const C*>(src), n);
+      convert(sources.dtypes[i], src, dtype_of<C>, buffers[i], n);
+      return ConstArrayMap<C>(buffers[i], n);
+    };
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      f(Tile{tile.index, at, at + n}, values(I)...);
+    }(std::make_index_sequence<N>{});
   }
+}
+
+/// visit_values_as for one input whose elements of `tile`, of dtype `dtype`, start at `data`.
+template <class C, class F>
+void visit_values_as(const std::byte* data, DType dtype, const Tile& tile, F&& f) {
+  visit_values_as<C>(TileSources<1>{{data}, {dtype}}, tile, std::forward<F>(f));
 }
 
 /// Rethrows the current exception as an ooc::Error naming `path` unless it already is one.
@@ -136,19 +181,54 @@ using reduce_result_t = typename first_accepted_result<K, double, float, half, s
                                                        std::uint16_t, std::uint8_t, bool>::type;
 
 void check_transform_arrays(const MappedArray& in, MappedArray& out);
+/// The inputs of a kernel over several arrays must have one shape and order.
+void check_same_layout(const MappedArray& first, const MappedArray& other);
 
 }  // namespace detail
 
-/// out = fn(in) elementwise, computing in C: the input is converted to C, fn's result is
-/// converted to out's dtype (and byte order). `out` may be `in` itself (in place) if it
-/// was mapped read-write.
-template <class C, class Fn>
-void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
-  detail::check_transform_arrays(in, out);
-  const TilePlan plan = detail::plan_run(in, options);
+/// Several input arrays of one shape and memory order, for a kernel that reads them side
+/// by side: ooc::transform(ooc::inputs(a, b), out, fn) and ooc::reduce(ooc::inputs(a, b), k).
+template <std::size_t N>
+struct Inputs {
+  detail::ArrayRefs<N> arrays;
+  const MappedArray& operator[](std::size_t i) const { return *arrays[i]; }
+};
+
+/// The arrays, for a kernel that takes one value block of each (they must outlive the call).
+template <class... Arrays>
+  requires(std::is_same_v<Arrays, MappedArray> && ...)
+Inputs<sizeof...(Arrays)> inputs(const Arrays&... arrays) {
+  return Inputs<sizeof...(Arrays)>{{&arrays...}};
+}
+
+namespace detail {
+
+/// Checks that every input maps the tiles of `plan` and adds it to `streams`' inputs
+/// (except `out`, one of them written in place, which is an output).
+template <std::size_t N>
+void add_inputs(Streams& streams, const Inputs<N>& in, const TilePlan& plan, const MappedArray* out = nullptr) {
+  for (std::size_t i = 0; i < N; ++i) {
+    check_mapped(in[i], plan);
+    if (&in[i] != out) streams.add_input(in[i]);
+  }
+}
+
+}  // namespace detail
+
+/// out = fn(a, b, ...) elementwise over several inputs, computing in C: each input is
+/// converted to C, fn gets one ConstArrayMap<C> block per input and returns an array
+/// expression, converted to out's dtype (and byte order). `out` may be one of the inputs
+/// if it was mapped read-write.
+template <class C, std::size_t N, class Fn>
+void transform_as(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  for (std::size_t i = 0; i < N; ++i) {
+    detail::check_transform_arrays(in[i], out);
+    detail::check_same_layout(in[0], in[i]);
+  }
+  const TilePlan plan = detail::plan_run(in[0], options);
   detail::check_mapped(out, plan);
   detail::Streams streams(plan, options);
-  if (&in != &out) streams.add_input(in);
+  detail::add_inputs(streams, in, plan, &out);
   streams.add_output(out);
   out.writable_bytes();  // throws for a read-only output
   const DType out_dtype = out.dtype();
@@ -161,13 +241,13 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
         [&](const Tile& tile) {
           std::byte* out_tile = streams.output(out, tile);
           const bool out_direct = out_native && detail::is_aligned_for<C>(out_tile);
-          detail::visit_values_as<C>(streams.input(in, tile), in.dtype(), tile, [&](const Tile& piece, const ConstArrayMap<C>& x) {
+          detail::visit_values_as<C>(detail::tile_sources(streams, in.arrays, tile), tile, [&](const Tile& piece, const auto&... x) {
             std::byte* dst = out_tile + static_cast<std::size_t>(piece.begin - tile.begin) * out_item;
             if (out_direct) {
-              ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x).template cast<C>();
+              ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x...).template cast<C>();
             } else {
               C* result = reinterpret_cast<C*>(detail::scratch(1, sizeof(C) * kBlockElements));
-              ArrayMap<C>(result, piece.size()) = fn(x).template cast<C>();
+              ArrayMap<C>(result, piece.size()) = fn(x...).template cast<C>();
               convert(dtype_of<C>, result, out_dtype, dst, piece.size());
             }
           });
@@ -175,29 +255,101 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
         },
         [](const Tile&, Done&&) {});
   } catch (...) {
-    detail::rethrow_naming(in.path());
+    detail::rethrow_naming(in[0].path());
   }
 }
 
-/// out = fn(in) elementwise, computing in out's element type. out's dtype is known only
+/// out = fn(in) elementwise, computing in C: the input is converted to C, fn's result is
+/// converted to out's dtype (and byte order). `out` may be `in` itself (in place) if it
+/// was mapped read-write.
+template <class C, class Fn>
+void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  transform_as<C>(inputs(in), out, std::forward<Fn>(fn), options);
+}
+
+/// out = fn(in...) elementwise, computing in out's element type. out's dtype is known only
 /// at run time, so fn is compiled for every element type: write it generically (e.g.
 /// `x + T(1)` with `using T = typename std::decay_t<decltype(x)>::Scalar`), or name the
 /// compute type with transform_as<C> when fn only makes sense for some types.
-template <class Fn>
-void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+template <std::size_t N, class Fn>
+void transform(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
   visit_dtype(out.dtype(), [&]<class C>(std::type_identity<C>) {
     transform_as<C>(in, out, std::forward<Fn>(fn), options);
   });
 }
 
+template <class Fn>
+void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  transform(inputs(in), out, std::forward<Fn>(fn), options);
+}
+
+namespace detail {
+
+template <class K, class T>
+constexpr bool kernel_in_order() {
+  if constexpr (requires { K::template in_order<T>; }) return K::template in_order<T>;
+  else return false;
+}
+
+template <class K, class State, class... Values>
+void kernel_partial(const K& kernel, State& state, std::int64_t first, const Values&... x) {
+  if constexpr (requires { kernel.partial(state, x..., first); }) kernel.partial(state, x..., first);
+  else kernel.partial(state, x...);
+}
+
+/// The core of ooc::reduce, for any source of values: visit(tile, f) must call
+/// f(piece, ConstArrayMap<Input>...) for the consecutive blocks of `tile` (one map per
+/// input), where Input is the kernel's input type for element type T. Each tile is
+/// reduced to a state of its own, from the kernel's identity, and the states go to
+/// commit(tile, State&&) in tile order. An in-order kernel (a float product) has no
+/// tile states: its partial runs on the commit stage on `running` itself, and commit
+/// gets an empty state after each tile.
+template <class T, class Kernel, class Visit, class Commit>
+void reduce_tile_states(const Kernel& kernel, const TilePlan& plan, Streams& streams, const PipelineOptions& options,
+                        kernel_state_t<Kernel, T>& running, Visit&& visit, Commit&& commit) {
+  using State = kernel_state_t<Kernel, T>;
+  constexpr bool in_order = kernel_in_order<Kernel, T>();
+  auto fold_into = [&](State& state) {
+    return [&](const Tile& piece, const auto&... x) { kernel_partial(kernel, state, piece.begin, x...); };
+  };
+  run_pipeline(
+      plan, streams, options,
+      [&](const Tile& tile) {
+        State state = kernel_identity<T>(kernel);
+        if constexpr (!in_order) visit(tile, fold_into(state));
+        return state;
+      },
+      [&](const Tile& tile, State&& state) {
+        if constexpr (in_order) visit(tile, fold_into(running));
+        commit(tile, std::move(state));
+      });
+}
+
+/// reduce_tile_states merging every tile state into the running state; returns the
+/// kernel's result.
+template <class T, class Kernel, class Visit>
+decltype(auto) reduce_tiles(const Kernel& kernel, const TilePlan& plan, Streams& streams,
+                            const PipelineOptions& options, Visit&& visit) {
+  using State = kernel_state_t<Kernel, T>;
+  State total = kernel_identity<T>(kernel);
+  reduce_tile_states<T>(kernel, plan, streams, options, total, std::forward<Visit>(visit), [&](const Tile&, State&& state) {
+    if constexpr (!kernel_in_order<Kernel, T>()) kernel.merge(total, std::move(state));
+  });
+  return kernel_result<T>(kernel, total);
+}
+
+}  // namespace detail
+
 /// The step under reduce(): reduces each tile of `plan` over `in` (whose element type is
 /// T) to a state of its own, starting from the kernel's identity, and hands the states to
 /// commit(tile, State&&) in tile order. reduce() merges them; an MPI rank keeps them to
-/// merge once the states of the tiles before its own arrive.
+/// merge once the states of the tiles before its own arrive. Not for in-order kernels,
+/// which have no tile states.
 template <class T, class Kernel, class Commit>
 void reduce_tiles(const MappedArray& in, const Kernel& kernel, const TilePlan& plan,
                   const PipelineOptions& options, Commit&& commit) {
   static_assert(detail::kernel_accepts<Kernel, T>(), "the kernel does not accept this element type");
+  static_assert(!detail::kernel_in_order<Kernel, T>(), "an in-order reduction has no tile states");
   using State = detail::kernel_state_t<Kernel, T>;
   using Input = detail::kernel_input_t<Kernel, T>;
   if (in.dtype().native() != dtype_of<T>)
@@ -205,15 +357,44 @@ void reduce_tiles(const MappedArray& in, const Kernel& kernel, const TilePlan& p
   detail::check_mapped(in, plan);
   detail::Streams streams(plan, options);
   streams.add_input(in);
-  run_pipeline(
-      plan, streams, options,
-      [&](const Tile& tile) {
-        State state = detail::kernel_identity<T>(kernel);
-        detail::visit_values_as<Input>(streams.input(in, tile), in.dtype(), tile,
-                                       [&](const Tile&, const ConstArrayMap<Input>& x) { kernel.partial(state, x); });
-        return state;
-      },
+  State unused = detail::kernel_identity<T>(kernel);
+  detail::reduce_tile_states<T>(
+      kernel, plan, streams, options, unused,
+      [&](const Tile& tile, auto&& f) { detail::visit_values_as<Input>(streams.input(in, tile), in.dtype(), tile, f); },
       std::forward<Commit>(commit));
+}
+
+/// Reduces several inputs side by side with a reduction kernel whose partial takes one
+/// block of each (`partial(State&, const ConstArrayMap<U>& a, const ConstArrayMap<U>& b)`),
+/// over every element (or those of options.tiles). T, the element type the kernel is
+/// instantiated for, is numpy's result_type of the inputs' dtypes (int8 and float32 give
+/// float32); every input is converted to the kernel's input_for<T>.
+template <std::size_t N, class Kernel>
+detail::reduce_result_t<Kernel> reduce(const Inputs<N>& in, const Kernel& kernel, const PipelineOptions& options = {}) {
+  using Result = detail::reduce_result_t<Kernel>;
+  static_assert(!std::is_void_v<Result>, "the kernel accepts no element type");
+  try {
+    DType common = in[0].dtype().native();
+    for (std::size_t i = 1; i < N; ++i) {
+      detail::check_same_layout(in[0], in[i]);
+      common = promote_types(common, in[i].dtype());
+    }
+    return visit_dtype(common, [&]<class T>(std::type_identity<T>) -> Result {
+      if constexpr (!detail::kernel_accepts<Kernel, T>()) {
+        throw UsageError(in[0].path(), "this reduction does not accept " + common.name());
+      } else {
+        using Input = detail::kernel_input_t<Kernel, T>;
+        const TilePlan plan = detail::plan_run(in[0], options);
+        detail::Streams streams(plan, options);
+        detail::add_inputs(streams, in, plan);
+        return detail::reduce_tiles<T>(kernel, plan, streams, options, [&](const Tile& tile, auto&& f) {
+          detail::visit_values_as<Input>(detail::tile_sources(streams, in.arrays, tile), tile, f);
+        });
+      }
+    });
+  } catch (...) {
+    detail::rethrow_naming(in[0].path());
+  }
 }
 
 /// Reduces every element of `in` (or those of options.tiles) with a reduction kernel
@@ -221,23 +402,7 @@ void reduce_tiles(const MappedArray& in, const Kernel& kernel, const TilePlan& p
 template <class Kernel>
 detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
                                        const PipelineOptions& options = {}) {
-  using Result = detail::reduce_result_t<Kernel>;
-  static_assert(!std::is_void_v<Result>, "the kernel accepts no element type");
-  try {
-    return visit_dtype(in.dtype(), [&]<class T>(std::type_identity<T>) -> Result {
-      if constexpr (!detail::kernel_accepts<Kernel, T>()) {
-        throw UsageError(in.path(), "this reduction does not accept " + in.dtype().name());
-      } else {
-        using State = detail::kernel_state_t<Kernel, T>;
-        State total = detail::kernel_identity<T>(kernel);
-        reduce_tiles<T>(in, kernel, detail::plan_run(in, options), options,
-                        [&](const Tile&, State&& state) { kernel.merge(total, std::move(state)); });
-        return detail::kernel_result<T>(kernel, total);
-      }
-    });
-  } catch (...) {
-    detail::rethrow_naming(in.path());
-  }
+  return reduce(inputs(in), kernel, options);
 }
 
 /// Calls fn(piece, values) for every tile of `in`, in parallel and in no fixed order;

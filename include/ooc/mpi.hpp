@@ -155,6 +155,11 @@ auto reduce(const Communicator& comm, const MappedArray& in, const Kernel& kerne
   auto reduce_as = [&]<class T>(std::type_identity<T>) -> Result {
     if constexpr (!detail::kernel_accepts<Kernel, T>()) {
       throw UsageError(in.path(), "this reduction does not accept " + in.dtype().name());
+    } else if constexpr (detail::kernel_in_order<Kernel, T>()) {
+      // Its partial runs on the running state itself, which no rank has until the ranks
+      // before it are done: nothing to do in parallel.
+      throw UsageError(in.path(), "this reduction runs in array order and is not split across MPI ranks for " +
+                                      in.dtype().name() + "; run it without mpirun");
     } else {
       using State = detail::kernel_state_t<Kernel, T>;
       static_assert(TransferableState<State>,

@@ -13,3 +13,5 @@
 #include "ooc/tile_plan.hpp"
 #include "ooc/kernels/elementwise.hpp"
 #include "ooc/kernels/reductions.hpp"
+#include "ooc/kernels/axis.hpp"
+#include "ooc/kernels/expr.hpp"

@@ -6,9 +6,6 @@
 #include "ooc/mapped_array.hpp"
 #include "ooc/tile_plan.hpp"
 
-#include <oneapi/tbb/parallel_pipeline.h>
-#include <oneapi/tbb/task_arena.h>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -119,6 +116,16 @@ void run_in_arena(int threads, const std::function<void()>& fn);
 
 }  // namespace detail
 
+namespace detail {
+
+/// The pipeline itself, compiled once: kernel(tile) runs in parallel and returns the
+/// tile's result (type-erased), commit(tile, result) runs in tile order.
+void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineOptions& options,
+                         const std::function<std::shared_ptr<void>(const Tile&)>& kernel,
+                         const std::function<void(const Tile&, void* result)>& commit);
+
+}  // namespace detail
+
 /// Runs kernel(tile) -> R for every tile of `plan` in parallel and commit(tile, R&&) for
 /// each in tile order, on the calling thread's behalf; an exception from either cancels
 /// the run and is rethrown here.
@@ -126,66 +133,10 @@ template <class Kernel, class Commit>
 void run_pipeline(const TilePlan& plan, detail::Streams& streams, const PipelineOptions& options,
                   Kernel&& kernel, Commit&& commit) {
   using Result = std::invoke_result_t<Kernel&, const Tile&>;
-  if (plan.size() <= options.first_tile) return;
-  const int threads = detail::resolve_threads(options.threads);
-  const std::size_t tokens = detail::tokens_in_flight(options);
-  // Only positions in the plan travel between the stages (TBB allocates larger tokens on
-  // the heap and drops them, unfreed, when a run is cancelled). A kernel's result waits
-  // in the slot of its position: position p + tokens starts only after p has left the
-  // commit stage. A tile's `index` is its number in the whole array's plan, which a
-  // part of it (an MPI rank's) does not start at 0.
-  std::vector<std::optional<Result>> results(tokens);
-  Progress progress;
-  progress.tiles = plan.size();
-  progress.elements = plan.elements();
-  progress.tiles_done = options.first_tile;
-  progress.elements_done = progress.elements_before = plan[options.first_tile].begin - plan.begin();
-  std::size_t next = options.first_tile;  // position of the next tile to hand out
-  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
-  auto throw_cancelled = [&] {
-    throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
-                            std::to_string(plan.size()) + " tiles");
-  };
-
-  detail::run_in_arena(threads, [&] {
-    namespace tbb = oneapi::tbb;
-    tbb::parallel_pipeline(
-        tokens,
-        tbb::make_filter<void, std::size_t>(tbb::filter_mode::serial_in_order,
-                                            [&](tbb::flow_control& control) -> std::size_t {
-                                              if (next == plan.size() || cancelled()) {
-                                                control.stop();
-                                                return 0;
-                                              }
-                                              streams.prefetch(next);
-                                              return next++;
-                                            }) &
-            tbb::make_filter<std::size_t, std::size_t>(
-                tbb::filter_mode::parallel,
-                [&](std::size_t position) {
-                  const Tile tile = plan[position];
-                  streams.acquire(tile);
-                  if (options.journal != nullptr) options.journal->before_write(tile);
-                  results[position % tokens].emplace(kernel(tile));
-                  return position;
-                }) &
-            tbb::make_filter<std::size_t, void>(
-                tbb::filter_mode::serial_in_order, [&](std::size_t position) {
-                  const Tile tile = plan[position];
-                  std::optional<Result>& result = results[position % tokens];
-                  if (cancelled()) throw_cancelled();
-                  streams.check_intact();
-                  commit(tile, std::move(*result));
-                  result.reset();
-                  streams.release(position);
-                  if (options.journal != nullptr) options.journal->after_commit(tile);
-                  ++progress.tiles_done;
-                  progress.elements_done = tile.end - plan.begin();
-                  if (options.on_progress) options.on_progress(progress);
-                }));
-  });
-  if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
-  streams.finish();
+  detail::run_pipeline_erased(
+      plan, streams, options,
+      [&](const Tile& tile) -> std::shared_ptr<void> { return std::make_shared<Result>(kernel(tile)); },
+      [&](const Tile& tile, void* result) { commit(tile, std::move(*static_cast<Result*>(result))); });
 }
 
 }  // namespace ooc

@@ -44,9 +44,18 @@ class TilePlan {
                              std::uint64_t tile_bytes = kDefaultTileBytes);
   /// The contiguous plan for all elements of an array.
   static TilePlan for_array(const MappedArray& array, std::uint64_t tile_bytes = kDefaultTileBytes);
+  /// Tiles over `slabs` consecutive slabs of `slab_elements` elements each (an axis
+  /// reduction's whole rows or outer slabs): as many whole slabs per tile as fit in
+  /// `tile_bytes`; a slab that does not fit is cut into pieces of whole blocks counted
+  /// from the slab's start (the last piece takes what is left). No tile ever holds part
+  /// of two slabs.
+  static TilePlan slabs(std::int64_t slabs, std::int64_t slab_elements, int itemsize,
+                        std::uint64_t tile_bytes = kDefaultTileBytes);
 
   /// Number of tiles in this plan (or part).
   std::size_t size() const { return count_; }
+  /// Elements per slab for a plan from slabs() (0 for a contiguous plan).
+  std::int64_t slab_elements() const { return slab_; }
   bool empty() const { return count_ == 0; }
   /// Elements the tiles cover: [begin(), end()), elements() of them.
   std::int64_t begin() const;
@@ -67,9 +76,13 @@ class TilePlan {
   TileRange share(int part, int parts) const;
 
  private:
-  TilePlan(std::int64_t total, std::int64_t per);
+  TilePlan(std::int64_t total, std::int64_t per, std::int64_t slab = 0, std::int64_t pieces = 1);
+  /// The tile numbered `index` in the whole plan (clamped to the array's end).
+  Tile at(std::size_t index) const;
   std::int64_t total_;        // elements of the whole array
-  std::int64_t per_;          // elements in every tile but the array's last
+  std::int64_t per_;          // elements in every tile (or piece of a slab) but the last
+  std::int64_t slab_;         // slabs(): elements per slab; else 0
+  std::int64_t pieces_;       // slabs() of slabs larger than a tile: pieces per slab; else 1
   std::size_t first_ = 0;     // number of this plan's first tile in the whole plan
   std::size_t count_;
 };

@@ -19,6 +19,8 @@ class Job {
   /// MPI); otherwise this process alone, and MPI is never initialised.
   static std::unique_ptr<Job> start(int& argc, char**& argv);
 
+  /// Whether this is one rank of an MPI job.
+  virtual bool spans_ranks() const { return false; }
   /// Whether this process prints results, reports and errors (the only one, or rank 0).
   virtual bool prints() const { return true; }
   /// Whether an in-place run keeps a journal, so that it can be resumed after a crash.

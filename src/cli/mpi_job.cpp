@@ -14,6 +14,7 @@ class MpiJob final : public Job {
 
   bool prints() const override { return world_.rank() == 0; }
   bool journals_in_place() const override { return false; }
+  bool spans_ranks() const override { return true; }
 
   MappedArray map_input(const std::string& path, Access access, const PipelineOptions& options) const override {
     return mpi::map_share(world_, path, access, options);

@@ -9,10 +9,13 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <chrono>
 #include <cstdio>
@@ -58,13 +61,18 @@ class ProgressReporter {
  public:
   ProgressReporter() : tty_(::isatty(STDERR_FILENO) == 1) {}
 
+  /// Before a run of items of `itemsize` bytes whose plan the first report tells.
+  void start(bool enabled, int itemsize) {
+    enabled_ = enabled;
+    item_ = static_cast<std::uint64_t>(itemsize);
+    start_ = std::chrono::steady_clock::now();
+    last_ = ooc::Progress{};
+  }
+
   /// Before a run over `array` with `options` (tile size and first tile settled).
   void start(bool enabled, const ooc::MappedArray& array, const ooc::PipelineOptions& options) {
-    enabled_ = enabled;
-    item_ = static_cast<std::uint64_t>(array.dtype().itemsize());
-    start_ = std::chrono::steady_clock::now();
+    start(enabled, array.dtype().itemsize());
     const ooc::TilePlan plan = ooc::TilePlan::for_array(array, options.tile_bytes);
-    last_ = ooc::Progress{};
     last_.tiles = plan.size();
     last_.elements = plan.elements();
     last_.tiles_done = std::min(options.first_tile, plan.size());
@@ -128,6 +136,12 @@ class ProgressReporter {
   bool line_open_ = false;
   ooc::Progress last_;
 };
+
+// Steps not yet split across the ranks of an MPI job are refused there, rather than
+// run by every rank at once.
+void refuse_across_ranks(const ooc::cli::Job& job, const std::string& what) {
+  if (job.spans_ranks()) throw ooc::UsageError("", what + " does not run under MPI yet; run it without mpirun");
+}
 
 ProgressReporter g_progress;
 // Said after an error line: how to finish an in-place run the error interrupted.
@@ -287,7 +301,7 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
     ooc::check_not_in_place(a);
-    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype()).native(), a, common.overwrite);
+    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype(), a.ndim()).native(), a, common.overwrite);
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
     job.apply(op, a, out, options);
@@ -309,27 +323,240 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
   return 0;
 }
 
-int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string& op_name, const std::string& path,
-               bool json) {
-  const auto op = ooc::kernels::ReduceOp::parse(op_name);
+struct ReduceArgs {
+  std::int64_t ddof = 0;
+  std::int64_t bins = 10;
+  std::string range;  // "LO:HI"
+  std::optional<int> axis;
+  std::string output;
+};
+
+// Results larger than this are written with -o rather than printed.
+constexpr std::int64_t kMaxPrintedElements = std::int64_t{1} << 20;
+
+// A result array as numpy's tolist() nests it (C order), from values in `order`.
+std::string nested_json(const std::byte* data, ooc::DType dtype, const ooc::Shape& shape, ooc::Order order) {
+  std::vector<std::int64_t> memory_stride(shape.size(), 1);  // elements between neighbours
+  for (std::size_t k = 1; k < shape.size(); ++k) {
+    if (order == ooc::Order::c) {
+      const std::size_t axis = shape.size() - 1 - k;
+      memory_stride[axis] = memory_stride[axis + 1] * shape[axis + 1];
+    } else {
+      memory_stride[k] = memory_stride[k - 1] * shape[k - 1];
+    }
+  }
+  auto element = [&](std::int64_t at) {
+    return ooc::visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
+      T v;
+      std::memcpy(static_cast<void*>(&v), data + at * dtype.itemsize(), sizeof v);
+      return ooc::Scalar::of(v).to_json();
+    });
+  };
+  std::string out;
+  auto walk = [&](auto&& self, std::size_t axis, std::int64_t at) -> void {
+    if (axis == shape.size()) {
+      out += element(at);
+      return;
+    }
+    out += '[';
+    for (std::int64_t i = 0; i < shape[axis]; ++i) {
+      if (i) out += ", ";
+      self(self, axis + 1, at + i * memory_stride[axis]);
+    }
+    out += ']';
+  };
+  walk(walk, 0, 0);
+  return out;
+}
+
+ooc::kernels::ReduceOp parse_reduction(const std::string& name, const ReduceArgs& args) {
+  ooc::kernels::ReduceParams params;
+  params.ddof = args.ddof;
+  params.bins = args.bins;
+  if (!args.range.empty()) {
+    const std::size_t colon = args.range.find(':', args.range[0] == '-' ? 1 : 0);
+    if (colon == std::string::npos) throw ooc::UsageError("", "--range wants LO:HI, not '" + args.range + "'");
+    try {
+      params.range = {ooc::kernels::PyScalar::parse(args.range.substr(0, colon)),
+                      ooc::kernels::PyScalar::parse(args.range.substr(colon + 1))};
+    } catch (const std::invalid_argument& e) {
+      throw ooc::UsageError("", std::string("--range: ") + e.what());
+    }
+  }
+  return ooc::kernels::ReduceOp::parse(name, params);
+}
+
+template <class Values, class Format>
+std::string json_list(const Values& values, Format format) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + format(values[i]);
+  return out + "]";
+}
+
+int run_reduce_axis(const ooc::cli::Job& job, const Common& common, const ooc::kernels::ReduceOp& op,
+                    const ReduceArgs& args, const std::string& path, bool json) {
+  if (op.code() == ooc::kernels::ReduceOp::Code::histogram)
+    throw ooc::UsageError("", "histogram takes no --axis (numpy's has none)");
+  refuse_across_ranks(job, "reduce --axis");
+  ooc::PipelineOptions options = pipeline_options(common);
+  const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
+  ooc::check_not_in_place(a);
+  int axis = 0;
+  try {
+    axis = ooc::kernels::normalize_axis(*args.axis, a.ndim());
+  } catch (const ooc::UsageError& e) {
+    throw ooc::UsageError(path, e.problem());
+  }
+  const ooc::Shape shape = ooc::kernels::drop_axis(a.shape(), axis);
+  const ooc::DType dtype = op.result_dtype(a.dtype());
+  const std::int64_t count = *ooc::element_count(shape);
+  g_progress.start(common.progress, a.dtype().itemsize());
+  options.on_progress = std::ref(g_progress);
+  const auto start = std::chrono::steady_clock::now();
+  std::string value_json;
+  if (!args.output.empty()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(path, args.output, ec))
+      throw ooc::UsageError(args.output, "output is the input file");
+    ooc::MappedArray out = ooc::create_array(args.output, dtype, shape, a.order(), common.overwrite);
+    op.run_axis(a, axis, out.writable_bytes(), options);
+    out.commit();
+  } else {
+    if (count > kMaxPrintedElements)
+      throw ooc::UsageError(path, "the result has " + std::to_string(count) +
+                                      " elements; write it to a file with -o OUT.npy");
+    std::vector<std::byte> values(static_cast<std::size_t>(count) * static_cast<std::size_t>(dtype.itemsize()));
+    op.run_axis(a, axis, values, options);
+    value_json = nested_json(values.data(), dtype, shape, a.order());
+  }
+  const double seconds = seconds_since(start);
+  if (json) {
+    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"axis\": " << axis << ", "
+              << (args.output.empty() ? "\"value\": " + value_json : "\"output\": " + ooc::cli::json_string(args.output))
+              << ", \"dtype\": \"" << dtype.name() << "\", \"shape\": " << shape_json(shape)
+              << ", \"path\": " << ooc::cli::json_string(path) << ", \"elements\": " << a.size()
+              << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds << "}\n";
+  } else if (args.output.empty()) {
+    std::cout << value_json << "\n";
+  }
+  report(common, op.name() + " along axis " + std::to_string(axis) + " of " + path + ": " +
+                     ooc::cli::rate_text(a.nbytes(), seconds));
+  return 0;
+}
+
+int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string& op_name, const ReduceArgs& args,
+               const std::string& path, bool json) {
+  const auto op = parse_reduction(op_name, args);
+  if (args.axis) return run_reduce_axis(job, common, op, args, path, json);
+  if (!args.output.empty()) throw ooc::UsageError("", "reduce -o needs --axis (a full reduction is one value)");
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
   ooc::check_not_in_place(a);
   g_progress.start(common.progress, a, options);
   options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();
-  const ooc::Scalar value = job.reduce(op, a, options);
+  std::string value_json, value_text, dtype_name;
+  if (op.code() == ooc::kernels::ReduceOp::Code::histogram) {
+    refuse_across_ranks(job, "histogram");
+    const ooc::kernels::HistogramResult h = op.histogram(a, options);
+    const std::string counts = json_list(h.counts, [](std::int64_t c) { return std::to_string(c); });
+    const std::string edges = json_list(h.edges, [&](double e) {
+      return ooc::visit_dtype(h.edge_dtype, [&]<class E>(std::type_identity<E>) {
+        E rounded;
+        ooc::convert(ooc::dtype_of<double>, &e, ooc::dtype_of<E>, &rounded, 1);
+        return ooc::Scalar::of(rounded).to_json();
+      });
+    });
+    value_json = "\"counts\": " + counts + ", \"edges\": " + edges;
+    value_text = counts + "\n" + edges;
+    dtype_name = h.edge_dtype.name();
+  } else {
+    const ooc::Scalar value = job.reduce(op, a, options);
+    value_json = "\"value\": " + value.to_json();
+    value_text = value.to_string();
+    dtype_name = value.dtype().name();
+  }
   const double seconds = seconds_since(start);
   if (json) {
-    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"value\": " << value.to_json()
-              << ", \"dtype\": \"" << value.dtype().name() << "\", \"path\": " << ooc::cli::json_string(path)
-              << ", \"elements\": " << a.size() << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds
-              << "}\n";
+    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", " << value_json << ", \"dtype\": \""
+              << dtype_name << "\", \"path\": " << ooc::cli::json_string(path) << ", \"elements\": " << a.size()
+              << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds << "}\n";
   } else {
-    std::cout << value.to_string() << "\n";
+    std::cout << value_text << "\n";
   }
-  if (op.name() == "mean" && a.size() == 0) report(common, path + ": warning: mean of an empty array is nan");
+  using Code = ooc::kernels::ReduceOp::Code;
+  if (a.size() == 0 && (op.code() == Code::mean || op.code() == Code::nanmean || op.code() == Code::var ||
+                        op.code() == Code::std))
+    report(common, path + ": warning: " + op.name() + " of an empty array is nan");
   report(common, op.name() + " of " + path + ": " + ooc::cli::rate_text(a.nbytes(), seconds));
+  return 0;
+}
+
+int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& expr,
+             const std::vector<std::string>& bound, const std::string& out_path, bool json) {
+  refuse_across_ranks(job, "eval");
+  // NAME=ARRAY arguments, mapped read-only for as long as the expression runs.
+  std::vector<std::string> names;
+  std::vector<ooc::MappedArray> arrays;
+  arrays.reserve(bound.size());
+  for (const std::string& arg : bound) {
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq == std::string::npos ? 0 : eq);
+    const bool identifier = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                            std::all_of(name.begin(), name.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                            });
+    if (eq == std::string::npos || !identifier)
+      throw ooc::UsageError("", "eval: '" + arg + "' is not NAME=ARRAY (as in a=x.npy)");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      throw ooc::UsageError("", "eval: the name '" + name + "' is bound twice");
+    names.push_back(name);
+    arrays.push_back(ooc::map_file(arg.substr(eq + 1)));
+  }
+  std::vector<ooc::kernels::Binding> bindings;
+  for (std::size_t i = 0; i < names.size(); ++i) bindings.push_back({names[i], &arrays[i]});
+  const auto expression = ooc::kernels::Expression::compile(expr, bindings);
+  ooc::PipelineOptions options = pipeline_options(common);
+  g_progress.start(common.progress, expression.dtype().itemsize());
+  options.on_progress = std::ref(g_progress);
+  const auto start = std::chrono::steady_clock::now();
+  std::string value_json, value_text, dtype_name = expression.dtype().name();
+  ooc::Shape shape = expression.shape();
+  if (expression.reduction()) {
+    if (!out_path.empty()) throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
+    const ooc::Scalar value = expression.reduce(options);
+    value_json = value.to_json();
+    value_text = value.to_string();
+    dtype_name = value.dtype().name();
+    shape = {};
+  } else if (!out_path.empty()) {
+    for (const ooc::MappedArray& a : arrays) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(a.path(), out_path, ec))
+        throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
+    }
+    ooc::MappedArray out = ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite);
+    expression.evaluate(out, options);
+    out.commit();
+  } else {
+    const std::int64_t count = *ooc::element_count(expression.shape());
+    if (count > kMaxPrintedElements)
+      throw ooc::UsageError("", "eval: the result has " + std::to_string(count) +
+                                    " elements; write it to a file with -o OUT.npy");
+    const std::vector<std::byte> values = expression.evaluate(options);
+    value_json = nested_json(values.data(), expression.dtype(), expression.shape(), expression.order());
+    value_text = value_json;
+  }
+  const double seconds = seconds_since(start);
+  if (json) {
+    std::cout << "{\"expr\": " << ooc::cli::json_string(expr) << ", "
+              << (out_path.empty() ? "\"value\": " + value_json : "\"output\": " + ooc::cli::json_string(out_path))
+              << ", \"dtype\": \"" << dtype_name << "\", \"shape\": " << shape_json(shape)
+              << ", \"seconds\": " << seconds << "}\n";
+  } else if (out_path.empty()) {
+    std::cout << value_text << "\n";
+  }
+  report(common, "eval " + expr + ": " + std::to_string(seconds) + " s");
   return 0;
 }
 
@@ -372,7 +599,9 @@ int main(int argc, char** argv) {
   info->add_option("ARRAY", path, "path.npy, file.h5 or file.h5:/dataset")->required();
   info->add_flag("--json", json, "print one JSON object");
 
-  CLI::App* apply = app.add_subcommand("apply", "apply an elementwise operation: add-one, add:C, scale:C");
+  CLI::App* apply = app.add_subcommand("apply",
+      "apply an elementwise operation: add:C sub:C mul:C div:C pow:C neg abs sqrt exp log log1p sin cos tanh "
+      "clip:LO:HI cast:DTYPE add-one scale:C");
   apply->add_option("OP", op, "operation")->required();
   apply->add_option("ARRAY", path, "input: path.npy or file.h5:/dataset")->required();
   CLI::Option* out_option = apply->add_option("-o,--output", out_path, "output: path.npy or file.h5:/dataset");
@@ -381,15 +610,52 @@ int main(int argc, char** argv) {
   apply->add_flag("--json", json, "print one JSON object describing the result");
   apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
-  CLI::App* reduce = app.add_subcommand("reduce", "reduce all elements: sum, mean, min, max");
+  ReduceArgs reduce_args;
+  CLI::App* reduce = app.add_subcommand(
+      "reduce",
+      "reduce all elements: sum prod mean min max argmin argmax var std count_nonzero any all nansum nanmean "
+      "nanmin nanmax norm histogram");
   reduce->add_option("OP", op, "reduction")->required();
   reduce->add_option("ARRAY", path, "path.npy or file.h5:/dataset")->required();
   reduce->add_flag("--json", json, "print one JSON object");
+  reduce->add_option("--ddof", reduce_args.ddof, "var, std: delta degrees of freedom (default 0)");
+  reduce->add_option("--bins", reduce_args.bins, "histogram: number of equal bins (default 10)");
+  reduce->add_option("--range", reduce_args.range, "histogram: LO:HI (default: the data's min and max)");
+  reduce->add_option("--axis", reduce_args.axis, "reduce along this axis only (negative: from the end)");
+  reduce->add_option("-o,--output", reduce_args.output, "with --axis: write the result to this .npy");
 
-  for (CLI::App* sub : {info, apply, reduce}) sub->fallthrough();
+  std::string expr;
+  std::vector<std::string> bound;
+  CLI::App* eval = app.add_subcommand("eval", "evaluate a numpy expression over named arrays, tile by tile");
+  eval->add_option("EXPR", expr, "expression, e.g. \"2*a + sqrt(b)\" or \"sum(a*b)\"")->required();
+  eval->add_option("NAME=ARRAY", bound, "the arrays the names stand for");
+  eval->add_option("-o,--output", out_path, "write the result to this .npy");
+  eval->add_flag("--json", json, "print one JSON object");
+
+  for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
+
+  // An expression may start with '-' ("-a * b"): a space in front keeps CLI11 from reading
+  // it as an option, and the parser ignores it.
+  std::vector<std::string> args(argv, argv + argc);
+  bool spaced_expression = false;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (args[static_cast<std::size_t>(i)] != "eval") continue;
+    std::string& next = args[static_cast<std::size_t>(i) + 1];
+    static const std::vector<std::string> kOptions = {"-o", "--output", "--json", "--threads", "--tile-bytes",
+                                                      "--prefetch", "--progress", "--quiet", "-h", "--help"};
+    if (next.size() > 1 && next[0] == '-' && std::find(kOptions.begin(), kOptions.end(), next) == kOptions.end() &&
+        next.rfind("--", 0) != 0) {
+      next.insert(0, " ");
+      spaced_expression = true;
+    }
+    break;
+  }
+  std::vector<char*> arg_pointers;
+  for (std::string& a : args) arg_pointers.push_back(a.data());
 
   try {
-    app.parse(argc, argv);
+    app.parse(argc, arg_pointers.data());
+    if (spaced_expression && !expr.empty() && expr[0] == ' ') expr.erase(0, 1);
     if (apply->parsed() && out_path.empty() && !in_place)
       throw CLI::ValidationError("apply needs -o OUT or --in-place");
   } catch (const CLI::CallForHelp&) {
@@ -403,7 +669,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, reduce)";
+        what = "unknown command '" + word + "' (known: info, apply, reduce, eval)";
         break;
       }
     }
@@ -415,7 +681,8 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return run_info(path, json);
     if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, json);
-    return run_reduce(*job, common, op, path, json);
+    if (eval->parsed()) return run_eval(*job, common, expr, bound, out_path, json);
+    return run_reduce(*job, common, op, reduce_args, path, json);
   } catch (const ooc::Cancelled& e) {
     g_progress.end_line();
     const int sig = g_signal.load();

@@ -209,7 +209,7 @@ void apply(const Communicator& comm, const kernels::ElementwiseOp& op, const Map
 
 Scalar reduce(const Communicator& comm, const MappedArray& in, const kernels::ReduceOp& op,
               const PipelineOptions& options) {
-  return op.visit([&](const auto& kernel) { return reduce(comm, in, kernel, options); });
+  return op.with_kernel(in.shape(), in.order(), [&](const auto& kernel) -> Scalar { return reduce(comm, in, kernel, options); });
 }
 
 }  // namespace ooc::mpi

@@ -67,6 +67,25 @@ def same_scalar(json_value, expected):
     return got.tobytes() == expected.tobytes()
 
 
+def numpy_or_error(fn, *args, **kwargs):
+    """fn(*args, **kwargs) as an array, numpy's warnings silenced, or the ValueError numpy raised."""
+    import warnings
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return np.asarray(fn(*args, **kwargs))
+        except ValueError as e:
+            return e
+
+
+def same_bits(got, expected):
+    """Equal element for element, bit for bit for floats (so -0.0 != 0.0), NaN equal to NaN."""
+    if got.dtype.kind != "f":
+        return bool(np.array_equal(got, expected))
+    uint = f"u{got.itemsize}"
+    return bool(np.all((got.view(uint) == expected.view(uint)) | (np.isnan(got) & np.isnan(expected))))
+
+
 class TempDir:
     def __init__(self):
         self._dir = tempfile.TemporaryDirectory(prefix="ooc-test-")

@@ -124,6 +124,31 @@ class ReduceTest(MpiCase):
                          [f"oocrun: {self.tmp.file('empty.npy')}: zero-size array to reduction operation "
                           "minimum which has no identity"])
 
+    def test_the_other_reductions_give_the_single_process_answer(self):
+        a = np.asarray(sample("<f8", (3001, 70), seed=8, nan=True), order="F")
+        b = np.asarray(sample("|b1", (120001,), seed=9))
+        for path, ops in [(self.tmp.save("a.npy", a), ("argmin", "argmax", "var", "std", "nansum", "nanmean",
+                                                        "nanmin", "nanmax", "norm", "count_nonzero", "any", "all")),
+                          (self.tmp.save("b.npy", b), ("argmax", "count_nonzero", "any", "all", "prod", "var"))]:
+            for op in ops:
+                with self.subTest(path=path, op=op):
+                    alone = run_json("reduce", op, path, *TILE)
+                    together = mpirun_json(3, "reduce", op, path, *TILE)
+                    self.assertTrue(same_value(together["value"], alone["value"]), (op, together, alone))
+                    self.assertEqual(together["dtype"], alone["dtype"])
+
+    def test_steps_not_split_across_ranks_are_refused_with_one_line(self):
+        path = self.tmp.save("a.npy", sample("<f8", (3000, 4), seed=2))
+        for args in (["reduce", "prod", path], ["reduce", "sum", path, "--axis", "0"],
+                     ["reduce", "histogram", path], ["eval", "a + 1", f"a={path}"]):
+            with self.subTest(args=args):
+                proc = mpirun(2, *args)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                lines = proc.stderr.splitlines()
+                self.assertEqual(len(lines), 1, proc.stderr)
+                self.assertIn("MPI", lines[0])
+                self.assertIn("without mpirun", lines[0])
+
     def test_only_rank_zero_prints(self):
         path = self.tmp.save("a.npy", sample("<f8", (100000,)))
         proc = mpirun(3, "reduce", "sum", path, *TILE, "--progress")

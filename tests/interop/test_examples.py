@@ -2,7 +2,8 @@
 
 add_constant IN OUT C must write exactly np.add(np.load(IN), C) (dtype, shape, order,
 bits); running_histogram IN BINS LO HI must print exactly
-np.histogram(np.load(IN), BINS, (LO, HI))[0]. Both are run on files numpy writes: several
+np.histogram(np.load(IN), BINS, (LO, HI))[0]; linear_fit X Y R must print np.polyfit's
+line within rounding and write numpy's residuals for it. Both are run on files numpy writes: several
 dtypes, a big-endian one, Fortran order, the 0-d and the empty array, and arrays spanning
 many tiles (--tile-bytes). Needs OOC_BUILD_DIR (set by ctest) and numpy.
 """
@@ -243,6 +244,43 @@ class Hdf5ExampleTest(ExampleTestCase):
         result = run("running_histogram", f"{src}:/g/x", "7", "-2", "2", "--tile-bytes", SMALL_TILES)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(json.loads(result.stdout), np.histogram(a, 7, (-2, 2))[0].tolist())
+class LinearFitTest(ExampleTestCase):
+    def check(self, name, x, y, *options):
+        """linear_fit prints np.polyfit(x, y, 1) within rounding and writes the residuals
+        y - (intercept + slope * x) exactly as numpy computes them with those numbers."""
+        px, py = self.save(f"{name}_x", x), self.save(f"{name}_y", y)
+        out = self.tmp / f"{name}_r.npy"
+        result = run("linear_fit", px, py, out, *options)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        fit = json.loads(result.stdout)
+        slope, intercept = np.polyfit(np.ravel(x).astype(np.float64), np.ravel(y).astype(np.float64), 1)
+        np.testing.assert_allclose([fit["slope"], fit["intercept"]], [slope, intercept], rtol=1e-9, atol=1e-12)
+        self.assertEqual(fit["count"], x.size)
+        residuals = np.load(out)
+        expected = y.astype(np.float64) - (fit["intercept"] + fit["slope"] * x.astype(np.float64))
+        self.assertEqual(residuals.dtype, np.float64)
+        self.assertTrue(same_bits(residuals, expected))
+        return fit
+
+    def test_a_noisy_line_over_many_tiles_and_threads(self):
+        x = self.rng.uniform(-5, 5, 200_001)
+        y = 2 * x - 1 + self.rng.standard_normal(x.size) * 0.1
+        fits = {json.dumps(self.check("line", x, y, "--tile-bytes", SMALL_TILES, "--threads", threads))
+                for threads in ("1", "2", "7")}
+        self.assertEqual(len(fits), 1, "the fit depends on the thread count")
+
+    def test_two_files_of_different_dtypes_and_byte_orders(self):
+        x = np.asfortranarray(self.rng.integers(-1000, 1000, (300, 70)).astype(">i4"))
+        y = np.asfortranarray((0.5 * x + 3 + self.rng.standard_normal(x.shape)).astype(np.float32))
+        self.check("mixed", x, y, "--tile-bytes", SMALL_TILES)
+
+    def test_files_that_do_not_match_are_refused(self):
+        x = self.save("short_x", np.arange(10.0))
+        y = self.save("short_y", np.arange(11.0))
+        self.assert_one_line_error(run("linear_fit", x, y, self.tmp / "no.npy"), 2, "do not broadcast")
+        flat = self.save("flat_x", np.ones(10))
+        self.assert_one_line_error(run("linear_fit", flat, x, self.tmp / "no.npy"), 2, "two distinct x values")
+        self.assertFalse((self.tmp / "no.npy").exists())
 
 
 if __name__ == "__main__":

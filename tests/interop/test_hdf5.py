@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import DTYPES, TempDir, run, run_json, same_scalar, sample  # noqa: E402
+from ooctest import DTYPES, TempDir, run, run_json, same_bits, same_scalar, sample  # noqa: E402
 
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "min": np.min, "max": np.max}
 
@@ -96,6 +96,10 @@ class ReadTest(Hdf5Case):
             # Small tiles cut chunks and rows in the middle; several thread counts.
             for extra in ([], ["--tile-bytes", "64K", "--threads", "1"], ["--tile-bytes", "64K", "--threads", "7"]):
                 self.check_reductions(spec, a, *extra)
+            # Along an axis too: the slabs of a chunked dataset are read as a mapped array's.
+            for extra in (["--tile-bytes", "64K"], ["--io", "direct"]):
+                result = run_json("reduce", "sum", spec, "--axis", str(a.ndim - 1), *extra)
+                self.assertTrue(same_bits(np.array(result["value"], a.sum(axis=-1).dtype), a.sum(axis=-1)), name)
         self.assertEqual(digest(path), before, "reading changed the file")
 
     def test_empty_scalar_and_never_written_datasets(self):

@@ -134,6 +134,12 @@ class ReduceTest(unittest.TestCase):
         self.assertEqual(run_json("reduce", "min", path)["value"], bool(a.min()))
         all_true = self.tmp.save("t.npy", np.array([1, 2, 255, 4], dtype=np.uint8).view(np.bool_))
         self.assertIs(run_json("reduce", "min", all_true)["value"], True)
+        for op, fn in [("count_nonzero", np.count_nonzero), ("any", np.any), ("all", np.all),
+                       ("argmax", np.argmax), ("argmin", np.argmin), ("prod", np.prod), ("var", np.var),
+                       ("nansum", np.nansum), ("norm", np.linalg.norm)]:
+            self.assertEqual(run_json("reduce", op, path)["value"], np.asarray(fn(a)).item(), op)
+        self.assertEqual(run_json("reduce", "argmax", all_true)["value"], 0)
+        self.assertEqual(run_json("eval", "sum(a)", f"a={path}")["value"], int(a.sum()))
         out = self.tmp.file("o.npy")
         run("apply", "add-one", path, "-o", out, "--quiet")
         np.testing.assert_array_equal(np.load(out), a + 1)

@@ -1,0 +1,85 @@
+// Tests for kernels/axis.{hpp,cpp}: where an axis lies in memory, and reductions along it.
+
+#include "ooc/ooc.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+using ooc::kernels::AxisLayout;
+using ooc::kernels::ReduceOp;
+using ooc::testing::ScratchDir;
+
+namespace {
+
+bool same(const AxisLayout& l, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
+  return l.outer == outer && l.reduce == reduce && l.inner == inner;
+}
+
+ooc::MappedArray make(const std::string& path, const std::vector<double>& values, const ooc::Shape& shape,
+                      ooc::Order order) {
+  ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, shape, order);
+  std::memcpy(out.writable_bytes().data(), values.data(), values.size() * sizeof(double));
+  out.commit();
+  return ooc::map_file(path);
+}
+
+}  // namespace
+
+TEST_CASE("an axis is outer slabs of rows of inner elements, in memory order") {
+  const ooc::Shape cube{2, 3, 4};
+  CHECK(same(ooc::kernels::axis_layout(cube, ooc::Order::c, 0), 1, 2, 12));
+  CHECK(same(ooc::kernels::axis_layout(cube, ooc::Order::c, 1), 2, 3, 4));
+  CHECK(same(ooc::kernels::axis_layout(cube, ooc::Order::c, 2), 6, 4, 1));
+  CHECK(same(ooc::kernels::axis_layout(cube, ooc::Order::fortran, 0), 12, 2, 1));
+  CHECK(same(ooc::kernels::axis_layout(cube, ooc::Order::fortran, 2), 1, 4, 6));
+  CHECK(ooc::kernels::drop_axis(cube, 1) == ooc::Shape{2, 4});
+}
+
+TEST_CASE("axes are normalised as numpy's, and out of range is a usage error") {
+  CHECK(ooc::kernels::normalize_axis(-1, 3) == 2);
+  CHECK(ooc::kernels::normalize_axis(0, 1) == 0);
+  CHECK_THROWS_WITH_AS(ooc::kernels::normalize_axis(3, 3), "axis 3 is out of bounds for array of dimension 3",
+                       ooc::UsageError);
+  CHECK_THROWS_AS(ooc::kernels::normalize_axis(0, 0), ooc::UsageError);
+}
+
+TEST_CASE("column sums add rows one by one, row sums take blocks from each row's start") {
+  ScratchDir dir;
+  // Column 0 added in row order is ((0 + 1e16) + 1) - 1e16 = 0, as numpy adds it; a
+  // pairwise or reordered sum could give 1.
+  const std::vector<double> values{1e16, 1.0, 1.0, 2.0, -1e16, 3.0};
+  const auto a = make(dir.file("a.npy"), values, {3, 2}, ooc::Order::c);
+  std::vector<double> columns(2), rows(3);
+  ReduceOp::parse("sum").run_axis(a, 0, std::as_writable_bytes(std::span(columns)));
+  CHECK(columns[0] == ((0.0 + 1e16) + 1.0) + -1e16);
+  CHECK(columns[1] == 6.0);
+  ReduceOp::parse("sum").run_axis(a, -1, std::as_writable_bytes(std::span(rows)));
+  CHECK(rows == std::vector<double>{1e16 + 1.0, 3.0, -1e16 + 3.0});
+}
+
+TEST_CASE("a reduction along an empty axis fills the result with the empty reduction") {
+  ScratchDir dir;
+  const auto a = make(dir.file("e.npy"), {}, {0, 3}, ooc::Order::c);
+  std::vector<double> sums(3, -1.0);
+  ReduceOp::parse("sum").run_axis(a, 0, std::as_writable_bytes(std::span(sums)));
+  CHECK(sums == std::vector<double>{0, 0, 0});
+  CHECK_THROWS_WITH_AS(ReduceOp::parse("max").run_axis(a, 0, std::as_writable_bytes(std::span(sums))),
+                       doctest::Contains("zero-size array"), ooc::Error);
+  std::vector<double> wrong(2);
+  CHECK_THROWS_AS(ReduceOp::parse("sum").run_axis(a, 0, std::as_writable_bytes(std::span(wrong))), ooc::UsageError);
+}
+
+TEST_CASE("result dtypes along an axis are the full reduction's") {
+  const ooc::DType i1(ooc::Kind::signed_int, 1), f2(ooc::Kind::floating, 2), u2(ooc::Kind::unsigned_int, 2);
+  CHECK(ReduceOp::parse("sum").result_dtype(i1).name() == "int64");
+  CHECK(ReduceOp::parse("prod").result_dtype(u2).name() == "uint64");
+  CHECK(ReduceOp::parse("mean").result_dtype(f2).name() == "float16");
+  CHECK(ReduceOp::parse("norm").result_dtype(i1).name() == "float64");
+  CHECK(ReduceOp::parse("argmax").result_dtype(f2).name() == "int64");
+  CHECK(ReduceOp::parse("all").result_dtype(f2).name() == "bool");
+  CHECK(ReduceOp::parse("nanmin").result_dtype(u2).name() == "uint16");
+}

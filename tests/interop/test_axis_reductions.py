@@ -1,0 +1,161 @@
+"""oocrun reduce OP ARRAY --axis K: reductions along any axis of C- and Fortran-order
+arrays give numpy 1.24's values (bit for bit: numpy's flat blocks along a contiguous
+axis, its row-by-row adds along any other), dtypes and shapes; results print as nested
+lists or go to a .npy with -o; thread counts and tile sizes do not change a bit.
+
+var and std agree within the tolerance DESIGN.md states (one pass in float64; numpy's two
+passes in the input's float type)."""
+import itertools
+import json
+import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, sample  # noqa: E402
+
+REDUCTIONS = {
+    "sum": np.sum, "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max,
+    "argmin": np.argmin, "argmax": np.argmax, "var": np.var, "std": np.std,
+    "count_nonzero": lambda a, axis: np.count_nonzero(a, axis=axis), "any": np.any, "all": np.all,
+    "nansum": np.nansum, "nanmean": np.nanmean, "nanmin": np.nanmin, "nanmax": np.nanmax,
+    "norm": lambda a, axis: np.linalg.norm(a, axis=axis),
+}
+INTEGER_OPS = ["sum", "prod", "mean", "min", "argmax", "count_nonzero", "all", "norm", "var"]
+# var/std: numpy computes float16 and float32 in that type, adding rows one by one along
+# a non-contiguous axis; ooc computes in float64 (DESIGN.md). numpy's float16 variance is
+# itself off by percents (sums of thousands of float16 squares), so float16 is compared
+# relative to the largest value.
+VAR_RTOL = {"float16": 2e-2, "float32": 1e-3, "float64": 1e-12}
+
+
+def assert_close_variance(got, expected):
+    rtol = VAR_RTOL[expected.dtype.name]
+    finite = np.abs(expected[np.isfinite(expected)]) if expected.ndim else np.abs(expected)
+    scale = float(np.max(finite)) if np.size(finite) else 0.0
+    atol = rtol * scale if expected.dtype == np.float16 else 0
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+SHAPES = [(3001, 8), (8, 3001), (6, 7, 250)]
+
+
+def numpy_axis(op, a, axis):
+    return numpy_or_error(REDUCTIONS[op], a, axis=axis)
+
+
+class AxisTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = TempDir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check(self, a, ops, *extra):
+        path = self.tmp.save("a.npy", a)
+        out = self.tmp.file("out.npy")
+        for axis, op in itertools.product(range(a.ndim), ops):
+            expected = numpy_axis(op, a, axis)
+            proc = run("reduce", op, path, "--axis", axis, "-o", out, "--quiet", *extra, check=False)
+            with self.subTest(op=op, axis=axis, dtype=a.dtype.str, shape=a.shape,
+                              order="F" if np.isfortran(a) else "C"):
+                if isinstance(expected, Exception):
+                    self.assertEqual(proc.returncode, 1, f"numpy says {expected}")
+                    self.assertIn(str(expected).split(" ")[0], proc.stderr)
+                    continue
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                got = np.load(out)
+                self.assertEqual(got.dtype, expected.dtype)
+                self.assertEqual(got.shape, expected.shape)
+                if op in ("var", "std"):
+                    assert_close_variance(got, expected)
+                else:
+                    self.assertTrue(same_bits(got, expected), f"{op} along {axis}")
+            if os.path.exists(out):
+                os.remove(out)
+
+    def test_float_reductions_along_every_axis_match_numpy_bit_for_bit(self):
+        for dtype, shape, order in itertools.product(["<f8", ">f4", "<f2"], SHAPES, "CF"):
+            a = np.asarray(sample(dtype, shape, seed=2, nan=True), order=order)
+            if dtype == "<f2":
+                a = (a / 100).astype(dtype)  # keep numpy's float16 var from overflowing
+            self.check(a, REDUCTIONS, "--tile-bytes", "4K")
+
+    def test_integer_and_bool_reductions_along_every_axis(self):
+        for dtype, shape, order in itertools.product(["<i4", "|b1", ">u2"], SHAPES, "CF"):
+            a = np.asarray(sample(dtype, shape, seed=4), order=order)
+            self.check(a, INTEGER_OPS, "--tile-bytes", "4K")
+
+    def test_size_one_and_empty_axes_and_one_dimension(self):
+        for shape in [(5, 1, 7), (1, 900), (3, 0, 4), (0, 3), (9,)]:
+            for order in "CF":
+                a = np.asarray(sample("<f4", shape, seed=6), order=order)
+                self.check(a, ["sum", "mean", "min", "argmax", "var", "prod"])
+
+    def test_a_slab_larger_than_a_tile_is_merged_in_order(self):
+        # Rows of 20000 float64 (160 KB) in 8 KB tiles: each row arrives in 20 pieces.
+        for order in "CF":
+            a = np.asarray(sample(">f8", (5, 20000) if order == "C" else (20000, 5), seed=9), order=order)
+            axis = 1 if order == "C" else 0
+            for op in ["sum", "mean", "prod", "argmin", "nanmax", "var", "norm"]:
+                expected = numpy_axis(op, a, axis)
+                got = run_json("reduce", op, self.tmp.save("r.npy", a), "--axis", axis, "--tile-bytes", "8K",
+                               "--threads", "3")
+                got = np.array(got["value"]).astype(expected.dtype)
+                if op == "var":
+                    np.testing.assert_allclose(got, expected, rtol=1e-12)
+                else:
+                    self.assertTrue(same_bits(got, expected), op)
+            # Columns folded row by row across tiles: tall C array along axis 0.
+            tall = np.ascontiguousarray(a.T) if order == "F" else np.asfortranarray(a.T)
+            self.check(tall, ["sum", "mean", "max", "argmax"], "--tile-bytes", "8K", "--threads", "2")
+
+    def test_threads_and_tile_sizes_do_not_change_a_bit(self):
+        a = np.asfortranarray(sample("<f4", (4001, 3, 5), seed=1, nan=True))
+        path = self.tmp.save("t.npy", a)
+        for op, axis in [("sum", 0), ("mean", 1), ("var", 2), ("nansum", 1), ("prod", 2)]:
+            outputs = set()
+            for threads, tile in [("1", "1K"), ("2", "4K"), ("7", "64K"), ("7", "16M")]:
+                out = self.tmp.file(f"o{threads}{tile}.npy")
+                run("reduce", op, path, "--axis", axis, "-o", out, "--threads", threads, "--tile-bytes", tile, "--quiet")
+                with open(out, "rb") as f:
+                    outputs.add(f.read())
+            self.assertEqual(len(outputs), 1, f"{op} along {axis}")
+
+    def test_json_prints_small_results_as_nested_lists_in_c_order(self):
+        a = np.asfortranarray(np.arange(24, dtype="<i2").reshape(2, 3, 4))
+        path = self.tmp.save("j.npy", a)
+        got = run_json("reduce", "sum", path, "--axis", "1")
+        self.assertEqual(got["value"], np.sum(a, axis=1).tolist())
+        self.assertEqual(got["shape"], [2, 4])
+        self.assertEqual(got["dtype"], "int64")
+        self.assertEqual(got["axis"], 1)
+        self.assertEqual(run_json("reduce", "max", path, "--axis", "-1")["value"], np.max(a, axis=-1).tolist())
+        text = run("reduce", "mean", self.tmp.save("v.npy", np.array([[1.0, 2.0], [3.0, 5.0]])), "--axis", "0",
+                   "--quiet").stdout
+        self.assertEqual(json.loads(text), [2.0, 3.5])
+        out = self.tmp.file("o.npy")
+        got = run_json("reduce", "sum", path, "--axis", "0", "-o", out)
+        self.assertEqual(got["output"], out)
+        np.testing.assert_array_equal(np.load(out), np.sum(a, axis=0))
+
+    def test_bad_axis_requests_are_usage_errors(self):
+        path = self.tmp.save("a.npy", np.zeros((3, 4)))
+        zero_d = self.tmp.save("z.npy", np.float64(1.0))
+        big = self.tmp.save("big.npy", np.zeros((1100000, 2), dtype="u1"))
+        for args, message in [(["sum", path, "--axis", "2"], "axis 2 is out of bounds for array of dimension 2"),
+                              (["sum", path, "--axis", "-3"], "axis -3 is out of bounds"),
+                              (["sum", zero_d, "--axis", "0"], "dimension 0"),
+                              (["histogram", path, "--axis", "0"], "histogram takes no --axis"),
+                              (["sum", path, "-o", self.tmp.file("x.npy")], "needs --axis"),
+                              (["sum", big, "--axis", "1"], "write it to a file with -o")]:
+            proc = run("reduce", *args, check=False)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn(message, proc.stderr)
+        self.assertFalse(os.path.exists(self.tmp.file("x.npy")))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,193 @@
+"""oocrun apply OP: every elementwise operation gives numpy 1.24's dtype and values, for
+every dtype and byte order, NaNs, infinities, signed zeros, integer wrap-around, Fortran
+order, 0-d and empty arrays, and arrays spanning many tiles.
+
+Values are compared bit for bit, except where numpy computes with its own SIMD code
+instead of the C library (see ulp_tolerance): there the result must be within a few units
+in the last place, the bound DESIGN.md states."""
+import itertools
+import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import DTYPES, TempDir, run, sample  # noqa: E402
+
+FEATURES = np.core._multiarray_umath.__cpu_features__
+AVX2 = FEATURES.get("AVX2", False) and FEATURES.get("FMA3", False)
+AVX512 = FEATURES.get("AVX512F", False) or FEATURES.get("AVX512_SKX", False)
+TRANSCENDENTAL = {"exp", "log", "log1p", "sin", "cos", "tanh", "pow"}
+
+
+def ulp_tolerance(op, dtype):
+    """How far ooc (which calls the C library) may be from numpy, in units in the last
+    place. numpy 1.24 has its own float32 exp/log/sin/cos/tanh and float64 tanh for AVX2
+    (measured: at most 2, 2, 1, 1, 3 and 3 ulp from glibc); with AVX512 it also uses SVML
+    (documented as under 4 ulp) for more functions. Everything else is exact."""
+    name = op.split(":")[0]
+    if name not in TRANSCENDENTAL:
+        return 0
+    if AVX512:
+        return 1 if dtype.itemsize == 2 else 4
+    if AVX2 and dtype == np.float32 and name in {"exp", "log", "sin", "cos", "tanh"}:
+        return 4
+    if AVX2 and dtype == np.float64 and name == "tanh":
+        return 4
+    return 0
+
+
+def numpy_ops():
+    return {
+        "add-one": lambda a: a + 1, "add:-7": lambda a: a + -7, "add:2.5": lambda a: a + 2.5,
+        "sub:3": lambda a: a - 3, "sub:300": lambda a: a - 300, "mul:-2": lambda a: a * -2,
+        "scale:0.5": lambda a: a * 0.5, "div:3": lambda a: a / 3, "div:2.5": lambda a: a / 2.5,
+        "div:0": lambda a: a / 0, "pow:2": lambda a: np.power(a, 2), "pow:3": lambda a: np.power(a, 3),
+        "pow:0": lambda a: np.power(a, 0), "pow:0.5": lambda a: np.power(a, 0.5),
+        "pow:-1": lambda a: np.power(a, -1), "neg": np.negative, "abs": np.absolute, "sqrt": np.sqrt,
+        "exp": np.exp, "log": np.log, "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+        "clip:-5:300": lambda a: np.clip(a, -5, 300), "clip:0.5:2": lambda a: np.clip(a, 0.5, 2),
+        "clip:3:1": lambda a: np.clip(a, 3, 1), "clip:-1:1": lambda a: np.clip(a, -1, 1),
+        "clip:-0.5:0.5": lambda a: np.clip(a, -0.5, 0.5), "clip:nan:0": lambda a: np.clip(a, -np.inf, 0),
+        "cast:int8": lambda a: a.astype("i1"), "cast:int16": lambda a: a.astype("i2"),
+        "cast:uint16": lambda a: a.astype("u2"),
+        "cast:int64": lambda a: a.astype("i8"), "cast:float16": lambda a: a.astype("f2"),
+        "cast:float32": lambda a: a.astype("f4"), "cast:bool": lambda a: a.astype("?"),
+        "cast:f8": lambda a: a.astype("f8"),
+    }
+
+
+def special_values(dtype, n, seed):
+    """sample() plus the values that test the edges: NaN, infinities, signed zeros for
+    floats; the extremes for integers (so negation and abs wrap)."""
+    a = sample(dtype, (n,), seed=seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        a[: 7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0]
+        a[7:200] = np.linspace(-3, 3, 193).astype(dt)  # where clip, sqrt, log and casts change
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        a[:4] = [info.min, info.max, 0, 1]
+        a[4:200] = np.arange(-98, 98).astype(dt) if dt.kind == "i" else np.arange(196).astype(dt)
+    return a
+
+
+def units_apart(got, expected):
+    """Distance in units in the last place between two float arrays of one dtype (NaN to
+    NaN is 0); integers and bools must be equal."""
+    if expected.dtype.kind != "f":
+        return np.where(got == expected, 0, np.iinfo(np.int64).max)
+    signed = np.dtype(f"i{expected.itemsize}")
+    g = got.astype(expected.dtype.newbyteorder("=")).view(signed).astype(np.int64)
+    e = expected.astype(expected.dtype.newbyteorder("=")).view(signed).astype(np.int64)
+    # Map the sign-magnitude bit patterns onto a line, so that -0.0 and 0.0 are one apart.
+    g = np.where(g < 0, np.iinfo(signed).min - g, g)
+    e = np.where(e < 0, np.iinfo(signed).min - e, e)
+    distance = np.abs(g - e)
+    both_nan = np.isnan(got) & np.isnan(expected)
+    return np.where(both_nan, 0, distance)
+
+
+class ElementwiseTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = TempDir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def expect(self, op, a):
+        """numpy's result, or the exception numpy raises."""
+        with np.errstate(all="ignore"):
+            try:
+                return np.asarray(numpy_ops()[op](a))
+            except (TypeError, ValueError) as e:
+                return e
+
+    def check(self, op, a, *extra):
+        src = self.tmp.save("in.npy", a)
+        out = self.tmp.file("out.npy")
+        expected = self.expect(op, a)
+        proc = run("apply", op, src, "-o", out, "--quiet", *extra, check=False)
+        with self.subTest(op=op, dtype=a.dtype.str, shape=a.shape, order="F" if np.isfortran(a) else "C"):
+            if isinstance(expected, Exception):
+                self.assertEqual(proc.returncode, 2, f"numpy refuses: {expected}")
+                self.assertFalse(os.path.exists(out))
+                return
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            got = np.load(out)
+            self.assertEqual(got.dtype, expected.dtype.newbyteorder("="))
+            self.assertEqual(got.shape, expected.shape)
+            tolerance = ulp_tolerance(op, expected.dtype)
+            distance = units_apart(got, expected)
+            worst = int(distance.max()) if distance.size else 0
+            self.assertLessEqual(worst, tolerance,
+                                 f"{op} on {a.dtype.str}: {worst} ulp from numpy (allowed {tolerance})")
+            if tolerance == 0 and expected.dtype.kind == "f":  # bit for bit, NaN signs included
+                same = got.view(f"u{got.itemsize}") == expected.astype(got.dtype).view(f"u{got.itemsize}")
+                self.assertTrue(np.all(same | (np.isnan(got) & np.isnan(expected))))
+        if os.path.exists(out):
+            os.remove(out)
+
+    def test_every_operation_on_every_dtype_matches_numpy(self):
+        for dtype in DTYPES:
+            a = special_values(dtype, 20000, seed=11)
+            for op in numpy_ops():
+                self.check(op, a, "--tile-bytes", "16K")
+
+    def test_odd_shapes_and_fortran_order(self):
+        for shape, order in itertools.product([(), (0,), (3, 0), (7, 5), (2, 3, 4)], "CF"):
+            a = np.asarray(sample("<f4", shape, seed=5), order=order)
+            for op in ["neg", "sqrt", "pow:2", "clip:-0.5:0.5", "cast:int16", "div:3"]:
+                self.check(op, a)
+
+    def test_many_tiles_and_threads_give_the_same_file(self):
+        a = special_values(">f8", 200001, seed=3)
+        for threads in (1, 2, 7):
+            self.check("log1p", a, "--tile-bytes", "8K", "--threads", threads)
+            self.check("clip:-1:1", a, "--tile-bytes", "8K", "--threads", threads)
+
+    def test_float16_functions_match_numpy_for_every_float16_value(self):
+        every = np.arange(65536, dtype=np.uint16).view(np.float16)
+        for op in ["sqrt", "exp", "log", "log1p", "sin", "cos", "tanh", "pow:3", "div:3", "abs"]:
+            self.check(op, every)
+
+    def test_integers_to_a_negative_power_are_refused_as_numpy_refuses_them(self):
+        proc = run("apply", "pow:-2", self.tmp.save("i.npy", np.arange(5, dtype="i4")), "-o",
+                   self.tmp.file("o.npy"), check=False)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("Integers to negative integer powers are not allowed", proc.stderr)
+
+    def test_boolean_negative_and_subtract_are_refused_as_numpy_refuses_them(self):
+        src = self.tmp.save("b.npy", np.array([True, False]))
+        for op in ["neg"]:
+            proc = run("apply", op, src, "-o", self.tmp.file("o.npy"), check=False)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("boolean negative", proc.stderr)
+
+    def test_in_place_works_where_numpys_out_argument_does(self):
+        a = special_values("<f4", 30000, seed=2)
+        path = self.tmp.save("a.npy", a)
+        run("apply", "sqrt", path, "--in-place", "--tile-bytes", "8K", "--quiet")
+        with np.errstate(all="ignore"):
+            expected = np.sqrt(a)
+        np.testing.assert_array_equal(np.load(path), expected)
+        path = self.tmp.save("i.npy", np.arange(10, dtype="i2"))
+        proc = run("apply", "sqrt", path, "--in-place", check=False)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("same_kind", proc.stderr)
+        run("apply", "cast:int8", self.tmp.save("f.npy", np.array([1.7, -2.7, 300.0])), "--in-place", "--quiet")
+        np.testing.assert_array_equal(np.load(self.tmp.file("f.npy")), np.array([1.7, -2.7, 300.0]).astype("i1"))
+
+    def test_bad_operation_names_are_usage_errors(self):
+        src = self.tmp.save("a.npy", np.arange(3.0))
+        for op, message in [("frob", "unknown operation"), ("sqrt:2", "takes no constant"),
+                            ("clip:1", "two constants"), ("cast:float128", "float128"), ("pow", "needs a constant")]:
+            proc = run("apply", op, src, "-o", self.tmp.file("o.npy"), check=False)
+            self.assertEqual(proc.returncode, 2, op)
+            self.assertIn(message, proc.stderr)
+            self.assertEqual(len(proc.stderr.strip().splitlines()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,184 @@
+"""oocrun eval EXPR NAME=ARRAY...: an expression gives what numpy gives for the same
+Python text with the names bound to np.load'ed arrays - values bit for bit, dtypes
+(value-based casting of Python numbers and 0-d arrays, numpy's ** fast paths), shapes
+(broadcasting), memory order - and an outermost reduction gives numpy's scalar, e.g.
+sum(a*b) with numpy's summation order over the temporary a*b. Bad expressions are usage
+errors that point at the column."""
+import os
+import sys
+import unittest
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import TempDir, run, run_json, same_bits, same_scalar, sample  # noqa: E402
+
+FUNCTIONS = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
+             "tanh": np.tanh, "abs": np.absolute, "where": np.where, "clip": np.clip, "sum": np.sum, "prod": np.prod,
+             "mean": np.mean, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax, "var": np.var,
+             "std": np.std, "count_nonzero": np.count_nonzero, "any": np.any, "all": np.all, "nansum": np.nansum,
+             "nanmean": np.nanmean, "nanmin": np.nanmin, "nanmax": np.nanmax, "norm": np.linalg.norm}
+REDUCTIONS = {"sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero", "any", "all",
+              "nansum", "nanmean", "nanmin", "nanmax", "norm"}
+
+
+def arrays():
+    return {
+        "a": sample("<f8", (300, 40), seed=1, nan=True),
+        "b": sample(">f4", (40,), seed=2),
+        "c": np.asfortranarray(sample("<f8", (300, 40), seed=3)),
+        "i": sample("|i1", (300, 40), seed=4),
+        "u": sample("<u2", (300, 1), seed=5),
+        "h": sample("<f2", (40,), seed=6),
+        "q": sample("|b1", (300, 40), seed=7),
+        "m": np.array(2.5, dtype=">f4"),
+        "k": np.array(3, dtype="<i8"),
+        "z": np.asfortranarray(sample(">i4", (300, 40), seed=8)),
+        "w": sample("<i8", (300, 40), seed=9),
+        "e": np.zeros((0, 40)),
+        "v": sample("<f4", (7,), seed=10),
+    }
+
+
+# Expressions numpy evaluates; each is checked for dtype, shape, order and bits.
+EXPRESSIONS = [
+    "2*a + sqrt(b) - 1", "(a - b) * (a - b)", "a*c", "c*c + c", "i + 300", "i * 2", "i / 2", "i ** 2", "i ** 2.0",
+    "h ** 2", "h ** 0.5", "a ** -1", "a ** 0", "a ** 1", "u ** 3", "i + u", "i * u - 1", "where(a > 0, a, -a)",
+    "where(q, i, 1.5)", "where(i > 0, i, 0)", "-i", "-(i)", "+i", "abs(i)", "-2**2", "2**-1 * a", "1/2 + a", "m*i",
+    "m*2 + i", "k*i", "(k*300)*i", "i * (2*3)", "h + 1", "h * m", "sqrt(i)", "exp(h)", "q + q", "q * 2", "q ** 2",
+    "q < i", "a < b", "a == c", "a != a", "i >= -3", "clip(a, -1, 1)", "clip(i, 0, 300)", "sin(c) + cos(c)",
+    "log1p(abs(a))", "z + c", "z*2", "w + z", "u + w", "k ** 2", "m ** 2", "m*m", "sqrt(4)", "2*3", "7 / 2",
+    "2 ** 62 / 2 ** 61", "where(1 < 2, 3, 4.5)", "a + z", "e * 2", "e + b", "((a))", "a*(b+1)/(c-2)",
+]
+# Outermost reductions of expressions; var, std and norm within rounding (DESIGN.md).
+REDUCED = [
+    "sum(a*b)", "sum(c*c)", "sum(a*c)", "mean(i)", "min(a-c)", "max(c)", "argmax(c*2)", "argmin(z)", "var(c)",
+    "std(c - 1)", "count_nonzero(q)", "any(i > 100)", "all(i > -200)", "nansum(a)", "nanmean(a*2)", "nanmin(a)",
+    "nanmax(a)", "norm(c)", "prod(b/b)", "sum(i)", "sum(h*h)", "sum(m*2)", "mean(e)", "sum(where(q, c, 0))",
+]
+
+
+def names_in(expression, available):
+    import re
+    return sorted(set(re.findall(r"[A-Za-z_]\w*", expression)) & set(available))
+
+
+def numpy_value(expression, env):
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return np.asarray(eval(expression, {"__builtins__": {}}, env))
+
+
+class EvalTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        cls.arrays = arrays()
+        cls.paths = {name: cls.tmp.save(f"{name}.npy", a) for name, a in cls.arrays.items()}
+        cls.env = {**cls.arrays, **FUNCTIONS}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def bind(self, expression):
+        return [f"{n}={self.paths[n]}" for n in names_in(expression, self.paths)]
+
+    def test_expressions_match_numpy_in_dtype_shape_order_and_bits(self):
+        out = self.tmp.file("out.npy")
+        for expression in EXPRESSIONS:
+            expected = numpy_value(expression, self.env)
+            with self.subTest(expression=expression):
+                run("eval", expression, *self.bind(expression), "-o", out, "--tile-bytes", "4K", "--quiet")
+                got = np.load(out)
+                self.assertEqual(got.dtype, expected.dtype)
+                self.assertEqual(got.shape, expected.shape)
+                if got.ndim > 1:
+                    self.assertEqual(np.isfortran(got), np.isfortran(expected))
+                if "sin" in expression or "cos" in expression:  # float64 sin/cos: glibc's, exact unless AVX512
+                    np.testing.assert_allclose(got, expected, rtol=1e-15)
+                else:
+                    self.assertTrue(same_bits(got, expected))
+
+    def test_an_outermost_reduction_gives_numpys_scalar(self):
+        for expression in REDUCED:
+            expected = numpy_value(expression, self.env)
+            with self.subTest(expression=expression):
+                got = run_json("eval", expression, *self.bind(expression), "--tile-bytes", "4K")
+                self.assertEqual(got["dtype"], expected.dtype.name)
+                if expression.split("(")[0] in ("var", "std", "norm"):
+                    np.testing.assert_allclose(got["value"], float(expected), rtol=1e-12)
+                else:
+                    self.assertTrue(same_scalar(got["value"], expected), f"ooc {got['value']} numpy {expected}")
+
+    def test_a_streamed_dot_product_is_numpys_sum_of_the_product_for_any_thread_count(self):
+        x = sample("<f8", (200003,), seed=11)
+        y = sample(">f8", (200003,), seed=12)
+        px, py = self.tmp.save("x.npy", x), self.tmp.save("y.npy", y)
+        for threads in ("1", "2", "7"):
+            got = run_json("eval", "sum(x*y)", f"x={px}", f"y={py}", "--tile-bytes", "8K", "--threads", threads)
+            self.assertTrue(same_scalar(got["value"], np.sum(x * y)))
+
+    def test_broadcasting_column_means_back_over_a_tall_matrix(self):
+        a = np.asfortranarray(sample("<f8", (5001, 8), seed=13))
+        pa = self.tmp.save("tall.npy", a)
+        means = self.tmp.file("means.npy")
+        run("reduce", "mean", pa, "--axis", "0", "-o", means, "--quiet")
+        out = self.tmp.file("dev2.npy")
+        run("eval", "(a - m) * (a - m)", f"a={pa}", f"m={means}", "-o", out, "--tile-bytes", "8K", "--threads", "3",
+            "--quiet")
+        m = a.mean(axis=0)
+        expected = (a - m) * (a - m)
+        got = np.load(out)
+        self.assertTrue(np.isfortran(got))
+        self.assertTrue(same_bits(got, expected))
+
+    def test_small_results_print_as_nested_lists(self):
+        got = run_json("eval", "k * 2 + 1", f"k={self.paths['k']}")
+        self.assertEqual(got["value"], 7)
+        self.assertEqual(got["shape"], [])
+        got = run_json("eval", "b > 0", f"b={self.paths['b']}")
+        self.assertEqual(got["value"], (self.arrays["b"] > 0).tolist())
+
+    def test_bad_expressions_point_at_the_column(self):
+        a = f"a={self.paths['a']}"
+        b = f"b={self.paths['b']}"
+        cases = [
+            (["2*a + ", a], "eval: 2*a + ^ expected an operand at column 7"),
+            (["2*a + )", a], "eval: 2*a + ^) expected an operand at column 7"),
+            (["(a + 1", a], "expected ')' at column 7"),
+            (["a + 1)", a], "unexpected ')' after the expression at column 6"),
+            (["a $ 2", a], "unexpected character '$' at column 3"),
+            (["a + x", a], "unknown name 'x' (bound: a) at column 5"),
+            (["frob(a)", a], "unknown function 'frob'"),
+            (["where(a, 1)", a], "where() takes 3 arguments, not 2 at column 1"),
+            (["a + sum(a)", a], "sum() must be the outermost call"),
+            (["a < b < 1", a, b], "chained comparisons"),
+            (["a + v", a, f"v={self.paths['v']}"],
+             "eval: a ^+ v operands could not be broadcast together with shapes (300, 40) (7,) at column 3"),
+            (["q - q", f"q={self.paths['q']}"], "boolean subtract"),
+            (["i ** -2", f"i={self.paths['i']}"], "Integers to negative integer powers"),
+            (["a + 2**100", a], "too large"),
+            (["-q", f"q={self.paths['q']}"], "boolean negative"),
+            (["a", "a"], "is not NAME=ARRAY"),
+            (["a", a, a], "bound twice"),
+        ]
+        for args, message in cases:
+            with self.subTest(expression=args[0]):
+                proc = run("eval", *args, check=False)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn(message, proc.stderr)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1)
+
+    def test_a_failed_evaluation_leaves_no_output(self):
+        out = self.tmp.file("never.npy")
+        proc = run("eval", "i ** j", f"i={self.paths['i']}", f"j={self.paths['i']}", "-o", out, check=False)
+        self.assertEqual(proc.returncode, 1, proc.stderr)  # numpy: Integers to negative integer powers
+        self.assertIn("negative integer powers", proc.stderr)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual([f for f in os.listdir(self.tmp.path) if f.startswith(".never")], [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,184 @@
+"""oocrun reduce OP: every full reduction gives numpy 1.24's value and dtype, for every
+dtype and byte order, NaNs, empty and 0-d arrays, Fortran order and arrays spanning many
+tiles, bit-identical for any thread count.
+
+Bit for bit except var, std (one pass, numpy takes two) and norm (numpy calls BLAS dot):
+those are within the relative tolerance DESIGN.md states (TOLERANCE below)."""
+import itertools
+import os
+import sys
+import unittest
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ooctest import DTYPES, TempDir, numpy_or_error, run, run_json, same_scalar, sample  # noqa: E402
+
+REDUCTIONS = {
+    "sum": np.sum, "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max,
+    "argmin": np.argmin, "argmax": np.argmax, "var": np.var, "std": np.std,
+    "count_nonzero": np.count_nonzero, "any": np.any, "all": np.all, "nansum": np.nansum,
+    "nanmean": np.nanmean, "nanmin": np.nanmin, "nanmax": np.nanmax, "norm": np.linalg.norm,
+}
+# Relative tolerance by result dtype for the reductions that are not bit-exact.
+TOLERANCE = {"var": {"float16": 4e-3, "float32": 1e-5, "float64": 1e-12},
+             "std": {"float16": 4e-3, "float32": 1e-5, "float64": 1e-12},
+             "norm": {"float16": 4e-3, "float32": 1e-4, "float64": 1e-12}}
+SHAPES = [(), (0,), (1,), (7,), (3, 0), (5, 6), (2, 3, 4)]
+
+
+def numpy_reduce(op, a, **kwargs):
+    return numpy_or_error(REDUCTIONS[op], a, **kwargs)
+
+
+class ReduceTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = TempDir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check(self, path, a, ops=REDUCTIONS, *extra):
+        results = {}
+        for op in ops:
+            expected = numpy_reduce(op, a)
+            with self.subTest(op=op, dtype=a.dtype.str, shape=a.shape, extra=extra):
+                if isinstance(expected, Exception):
+                    proc = run("reduce", op, path, "--json", *extra, check=False)
+                    self.assertEqual(proc.returncode, 1, f"numpy says {expected}")
+                    self.assertIn(str(expected).split(" ")[0], proc.stderr)
+                    continue
+                got = run_json("reduce", op, path, *extra)
+                results[op] = got["value"]
+                self.assertEqual(got["dtype"], expected.dtype.name)
+                if op in TOLERANCE and not np.isnan(expected):
+                    rtol = TOLERANCE[op][expected.dtype.name]
+                    np.testing.assert_allclose(float(got["value"]), float(expected), rtol=rtol, atol=0)
+                else:
+                    self.assertTrue(same_scalar(got["value"], expected), f"ooc {got['value']!r} numpy {expected!r}")
+                if expected.dtype.kind in "iu":
+                    self.assertIsInstance(got["value"], int)
+        return results
+
+    def test_every_reduction_on_every_dtype_spanning_many_tiles(self):
+        for dtype in DTYPES:
+            a = sample(dtype, (20011,), seed=3)
+            self.check(self.tmp.save("a.npy", a), a, REDUCTIONS, "--tile-bytes", "8K")
+
+    def test_nan_is_propagated_or_skipped_as_numpy_does(self):
+        for dtype in ["<f2", "<f4", ">f8"]:
+            a = sample(dtype, (30000,), seed=1, nan=True)
+            a[25000] = np.nan
+            self.check(self.tmp.save("nan.npy", a), a, REDUCTIONS, "--tile-bytes", "8K")
+            every_nan = np.full(100, np.nan, dtype=dtype)
+            self.check(self.tmp.save("all.npy", every_nan), every_nan)
+
+    def test_empty_0d_and_fortran_arrays(self):
+        for dtype, shape, order in itertools.product(["<f8", ">i4", "|b1", "<f2"], SHAPES, "CF"):
+            a = np.asarray(sample(dtype, shape, seed=len(shape)), order=order)
+            self.check(self.tmp.save("a.npy", a), a)
+
+    def test_argmin_of_a_fortran_array_is_the_first_in_c_order(self):
+        a = np.asfortranarray(np.zeros((300, 50), dtype="<i2"))
+        a[7, 3] = a[2, 9] = -1  # in memory (Fortran) order [7, 3] comes first, in C order [2, 9]
+        a[5, 1] = a[1, 40] = 9
+        path = self.tmp.save("f.npy", a)
+        self.assertEqual(run_json("reduce", "argmin", path, "--tile-bytes", "1K")["value"], int(np.argmin(a)))
+        self.assertEqual(run_json("reduce", "argmax", path, "--tile-bytes", "1K")["value"], int(np.argmax(a)))
+        b = np.asfortranarray(sample("<f4", (400, 30), seed=2))
+        b[b > 1] = 1.0
+        b[10, 20] = b[350, 2] = np.nan
+        self.check(self.tmp.save("nan.npy", b), b, ["argmin", "argmax"], "--tile-bytes", "4K")
+
+    def test_results_are_bit_identical_for_any_thread_count(self):
+        for dtype in ["<f4", ">f8", "<f2", "<i8"]:
+            a = sample(dtype, (100003,), seed=7)
+            path = self.tmp.save("t.npy", a)
+            reference = self.check(path, a, REDUCTIONS, "--tile-bytes", "8K", "--threads", "1")
+            for threads in ("2", "7"):
+                for op, value in reference.items():
+                    got = run_json("reduce", op, path, "--tile-bytes", "8K", "--threads", threads)["value"]
+                    self.assertEqual(repr(got), repr(value), f"{op} on {dtype} with {threads} threads")
+
+    def test_prod_multiplies_in_order_and_integers_wrap(self):
+        near_one = (1 + sample("<f8", (50000,), seed=4) * 1e-9).astype("<f4")
+        self.check(self.tmp.save("p.npy", near_one), near_one, ["prod"], "--tile-bytes", "4K", "--threads", "2")
+        halves = np.full(20000, 1.0001, dtype="<f2")
+        self.check(self.tmp.save("h.npy", halves), halves, ["prod"], "--tile-bytes", "1K")
+        big = np.full(70, 3, dtype="<i8")
+        self.check(self.tmp.save("w.npy", big), big, ["prod", "sum"])
+
+    def test_ddof_divides_by_n_minus_ddof(self):
+        a = sample("<f8", (10001,), seed=8)
+        path = self.tmp.save("d.npy", a)
+        for ddof in (0, 1, 5):
+            for op in ("var", "std"):
+                got = run_json("reduce", op, path, "--ddof", ddof, "--tile-bytes", "8K")["value"]
+                np.testing.assert_allclose(got, REDUCTIONS[op](a, ddof=ddof), rtol=1e-12)
+        two = self.tmp.save("two.npy", np.array([1.0, 2.0]))
+        self.assertEqual(run_json("reduce", "var", two, "--ddof", 2)["value"], np.inf)
+        proc = run("reduce", "var", two, "--ddof", "-1", check=False)
+        self.assertEqual(proc.returncode, 2)
+
+    def test_unknown_reductions_are_usage_errors(self):
+        proc = run("reduce", "median", self.tmp.save("a.npy", np.arange(3.0)), check=False)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("unknown reduction 'median'", proc.stderr)
+
+
+class HistogramTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = TempDir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def check(self, a, bins, value_range, *extra):
+        path = self.tmp.save("h.npy", a)
+        args = ["reduce", "histogram", path, "--bins", bins, *extra]
+        if value_range is not None:
+            args += ["--range", f"{value_range[0]}:{value_range[1]}"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                counts, edges = np.histogram(a, bins, range=value_range)
+            except ValueError as e:  # NaN in the data and no range
+                proc = run(*args, check=False)
+                self.assertEqual(proc.returncode, 1, f"numpy says {e}")
+                self.assertIn(str(e), proc.stderr)
+                return
+        got = run_json(*args)
+        with self.subTest(dtype=a.dtype.str, bins=bins, range=value_range):
+            self.assertEqual(got["counts"], counts.tolist())
+            self.assertEqual(got["dtype"], edges.dtype.name)
+            np.testing.assert_array_equal(np.array(got["edges"]).astype(edges.dtype), edges)
+
+    def test_counts_and_edges_match_numpy_to_the_last_bin(self):
+        for dtype in ["<f8", ">f4", "<f2", "<i4", "|u1", "|b1"]:
+            a = sample(dtype, (30011,), seed=5, nan=True)
+            for bins, value_range in [(10, None), (7, (-1, 1)), (5000, (-3.0, 3.0)), (3, (0, 0)),
+                                      (100, (0.1, 0.7)), (1000, (-100000, 100000)), (13, (-1e-4, 1e-4))]:
+                self.check(a, bins, value_range, "--tile-bytes", "8K", "--threads", "3")
+
+    def test_values_on_the_edges_land_where_numpy_puts_them(self):
+        edges = np.linspace(-1, 1, 201)
+        a = np.concatenate([edges, np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf)])
+        for dtype in ["<f8", "<f4", "<f2"]:
+            self.check(a.astype(dtype), 200, (-1, 1))
+        self.check(np.array([], dtype="<f4"), 4, None)
+
+    def test_bad_histograms_are_refused_as_numpy_refuses_them(self):
+        path = self.tmp.save("a.npy", np.array([1.0, np.nan]))
+        for args, code, message in [(["--bins", "0"], 2, "must be positive"),
+                                    (["--range", "2:1"], 2, "max must be larger than min"),
+                                    (["--range", "0:inf"], 2, "not finite"),
+                                    (["--range", "0"], 2, "LO:HI"),
+                                    ([], 1, "autodetected range of [nan, nan] is not finite")]:
+            proc = run("reduce", "histogram", path, *args, check=False)
+            self.assertEqual(proc.returncode, code, proc.stderr)
+            self.assertIn(message, proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

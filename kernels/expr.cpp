@@ -6,8 +6,10 @@
 
 #include "ooc/kernels/expr.hpp"
 
+#include "mapped_array_access.hpp"
 #include "ooc/error.hpp"
 #include "ooc/kernel.hpp"
+#include "tile_reader.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <mutex>
 
 namespace ooc::kernels {
 
@@ -373,6 +376,11 @@ struct Expression::Impl {
   std::vector<std::int64_t> memory_extent;
   std::vector<std::vector<std::int64_t>> input_strides;  // per node (inputs only)
   std::vector<bool> input_direct;                        // input laid out as the result
+  // Inputs read tile by tile (selections, chunked datasets): a broadcast one is read
+  // whole once (it is smaller than the result); one laid out as the result is read
+  // piece by piece, under the lock if its reader is not thread-safe.
+  std::vector<std::vector<std::byte>> input_loaded;
+  mutable std::mutex reader_lock;
 
   [[noreturn]] void fail(const Node& n, const std::string& message) const { fail_at(text, n.column, message); }
 
@@ -393,6 +401,7 @@ struct Expression::Impl {
   template <class Emit>
   void evaluate_range(std::int64_t begin, std::int64_t end, Emit&& emit) const;
   void gather(const Node& n, std::size_t index, std::int64_t begin, std::int64_t count, std::byte* out) const;
+  void load_whole(std::size_t index);
 };
 
 void Expression::Impl::fold_python(Node& n) {
@@ -594,7 +603,9 @@ void Expression::Impl::check() {
           n.kind = Node::Kind::constant;
           n.ndarray = true;
           std::array<std::byte, 8> native{};
-          convert(a.dtype(), a.bytes().data(), n.dtype, native.data(), 1);
+          ooc::detail::AlignedBuffer one;
+          const std::byte* value = a.mapped() ? a.bytes().data() : ooc::detail::MappedArrayAccess::reader(a)->read(0, 1, one);
+          convert(a.dtype(), value, n.dtype, native.data(), 1);
           n.value = scalar_of(n.dtype, native.data());
         } else {
           n.shape = a.shape();
@@ -657,6 +668,7 @@ void Expression::Impl::plan_layout() {
   for (std::size_t axis : axes) memory_extent.push_back(shape[axis]);
   input_strides.assign(nodes.size(), {});
   input_direct.assign(nodes.size(), false);
+  input_loaded.assign(nodes.size(), {});
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.kind != Node::Kind::input) continue;
@@ -682,7 +694,22 @@ void Expression::Impl::plan_layout() {
     }
     input_strides[i] = std::move(strides);
     input_direct[i] = direct && element_count(s).value_or(0) == size;
+    if (!n.array->mapped() && !input_direct[i]) load_whole(i);
   }
+}
+
+void Expression::Impl::load_whole(std::size_t index) {
+  constexpr std::uint64_t kMaxLoadedBytes = std::uint64_t{256} << 20;
+  const MappedArray& a = *nodes[index].array;
+  if (a.nbytes() > kMaxLoadedBytes)
+    throw UsageError(a.path(), "eval: an input that is broadcast and read tile by tile (a selection or a chunked "
+                               "dataset) must be under 256 MiB; write it to a .npy first");
+  std::vector<std::byte>& bytes = input_loaded[index];
+  bytes.resize(static_cast<std::size_t>(a.nbytes()));
+  if (bytes.empty()) return;
+  ooc::detail::AlignedBuffer buffer;
+  const std::byte* data = ooc::detail::MappedArrayAccess::reader(a)->read(0, a.size(), buffer);
+  std::memcpy(bytes.data(), data, bytes.size());
 }
 
 // Values of input node n for result positions [begin, begin + count) in memory order,
@@ -692,7 +719,15 @@ void Expression::Impl::gather(const Node& n, std::size_t index, std::int64_t beg
   const MappedArray& a = *n.array;
   const DType from = a.dtype();
   const std::size_t item = static_cast<std::size_t>(from.itemsize());
-  const std::byte* base = a.bytes().data();
+  if (!a.mapped() && input_direct[index]) {
+    ooc::detail::TileReader& reader = *ooc::detail::MappedArrayAccess::reader(a);
+    thread_local ooc::detail::AlignedBuffer buffer;
+    std::unique_lock<std::mutex> lock(reader_lock, std::defer_lock);
+    if (!reader.concurrent()) lock.lock();
+    convert(from, reader.read(begin, begin + count, buffer), n.dtype, out, count);
+    return;
+  }
+  const std::byte* base = a.mapped() ? a.bytes().data() : input_loaded[index].data();
   if (input_direct[index]) {
     convert(from, base + static_cast<std::size_t>(begin) * item, n.dtype, out, count);
     return;
@@ -856,7 +891,8 @@ struct Run {
   Run(const Expression::Impl& impl, const PipelineOptions& options)
       : plan(TilePlan::contiguous(impl.size, impl.dtype.itemsize(), options.tile_bytes)), streams(plan, options) {
     for (std::size_t i = 0; i < impl.nodes.size(); ++i)
-      if (impl.nodes[i].kind == Node::Kind::input && impl.input_direct[i]) streams.add_input(*impl.nodes[i].array);
+      if (impl.nodes[i].kind == Node::Kind::input && impl.input_direct[i] && impl.nodes[i].array->mapped())
+        streams.add_input(*impl.nodes[i].array);
   }
 };
 

@@ -6,6 +6,7 @@
 #include "os/direct_io.hpp"
 #include "os/file.hpp"
 #include "os/shrink_watch.hpp"
+#include "ooc/selection.hpp"
 #include "tile_reader.hpp"
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -275,7 +276,26 @@ void MappedArray::Impl::open(const std::string& name, Access access) {
   }
 }
 
+namespace {
+
+// "x.npy[::5, 3]": the array and the selection, unless a file of that very name exists.
+std::optional<std::pair<std::string, std::string>> selection_of(const std::string& path) {
+  auto split = split_selection(path);
+  if (!split) return std::nullopt;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return std::nullopt;
+  return split;
+}
+
+}  // namespace
+
 MappedArray map_file(const std::string& path, Access access, ElementRange window) {
+  if (const auto selection = selection_of(path)) {
+    if (access == Access::read_write)
+      throw UsageError(path, "a selection cannot be modified in place; write it to a new file with -o");
+    // A selection is read tile by tile wherever the tiles are: the window does not apply.
+    return select(map_file(selection->first), Selection::parse(selection->second, selection->first));
+  }
   auto impl = std::make_unique<MappedArray::Impl>();
   impl->open(path, access);
   if (!impl->reader) impl->map(window);
@@ -283,6 +303,9 @@ MappedArray map_file(const std::string& path, Access access, ElementRange window
 }
 
 ArrayInfo read_info(const std::string& path) {
+  if (const auto selection = selection_of(path))
+    return detail::selection_info(read_info(selection->first), Selection::parse(selection->second, selection->first),
+                                  selection->first);
   MappedArray::Impl impl;
   impl.open(path, Access::read_only);
   return impl.info;
@@ -351,6 +374,15 @@ std::vector<ArrayEntry> describe(const std::string& path) {
     e.why_not_mappable = d.why_not_mappable;
     return e;
   };
+  if (const auto selection = selection_of(path)) {
+    std::vector<ArrayEntry> source = describe(selection->first);
+    ArrayEntry& e = source.front();
+    e.path = path;
+    e.info = read_info(path);
+    e.mappable = false;
+    e.why_not_mappable = "a selection, read tile by tile";
+    return source;
+  }
   if (const auto dataset = hdf5::split(path)) {
     os::open_existing(dataset->file, false);
     if (!hdf5::is_hdf5_file(dataset->file))
@@ -405,6 +437,17 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
 }
 
 TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader.get(); }
+
+MappedArray MappedArrayAccess::read_by(std::string path, ArrayInfo info, os::UniqueFd fd,
+                                       std::unique_ptr<TileReader> reader) {
+  auto impl = std::make_unique<MappedArray::Impl>();
+  impl->path = std::move(path);
+  impl->info = std::move(info);
+  impl->fd = std::move(fd);
+  impl->reader = std::move(reader);
+  impl->window = ElementRange{0, impl->info.size()};
+  return MappedArray(std::move(impl));
+}
 
 int MappedArrayAccess::fd(const MappedArray& array) { return array.impl_->fd.get(); }
 

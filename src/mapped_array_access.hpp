@@ -37,6 +37,9 @@ class MappedArrayAccess {
   /// Writes the elements [begin, end) of a writable array to disk and waits.
   static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
 
+  /// A read-only array named `path` with `info`, read tile by tile by `reader` (a
+  /// selection of another array); `fd` is the file it comes from (locks, identity).
+  static MappedArray read_by(std::string path, ArrayInfo info, os::UniqueFd fd, std::unique_ptr<TileReader> reader);
   /// The temporary file a pending output from create_npy is written to until commit().
   static std::filesystem::path pending_path(const MappedArray& array);
   /// Maps `window` of the pending output `temp` that another process created (an MPI

@@ -152,6 +152,8 @@ void Streams::prefetch(std::size_t position) {
     for (auto& s : m.streams)
       if (!s->output && !s->buffered())
         MappedArrayAccess::advise(*s->array, ahead.begin, ahead.end, os::Advice::will_need);
+      else if (!s->output && s->reader)
+        s->reader->will_need(ahead.begin, ahead.end);
   }
 }
 

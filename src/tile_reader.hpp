@@ -44,6 +44,9 @@ class TileReader {
   /// True if reads may run on several threads at once (on the kernel threads); false
   /// for readers that must be called from the serial prefetch stage.
   virtual bool concurrent() const = 0;
+  /// Called from the prefetch stage a few tiles ahead of read(begin, end): a reader
+  /// that reads through a mapping can advise the pages it will touch.
+  virtual void will_need(std::int64_t /*begin*/, std::int64_t /*end*/) {}
 };
 
 }  // namespace ooc::detail

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ooc {
@@ -94,6 +95,10 @@ class MappedArray {
   // A view of a temporary would outlive its mapping: keep the MappedArray in a variable.
   template <class T> void values() const&& = delete;
   template <class T> void writable_values() && = delete;
+
+  /// This array's elements that a numpy-style selection picks, as `a[::5, 3]`:
+  /// `ooc::map_file("log.npy").select("::5, 3")` (ooc/selection.hpp has the forms).
+  MappedArray select(std::string_view selection) &&;
 
   /// Makes the data durable. Throws if the file shrank under the mapping. For an array
   /// from create_npy: flushes, fsyncs and renames

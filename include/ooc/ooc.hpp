@@ -8,6 +8,7 @@
 #include "ooc/mapped_array.hpp"
 #include "ooc/pipeline.hpp"
 #include "ooc/scalar.hpp"
+#include "ooc/selection.hpp"
 #include "ooc/shape.hpp"
 #include "ooc/state_bytes.hpp"
 #include "ooc/tile_plan.hpp"

@@ -35,6 +35,7 @@ struct Common {
   int prefetch = 2;
   bool progress = false;
   bool quiet = false;
+  bool verbose = false;
   bool overwrite = false;
   std::string io_mode = "auto";
 };
@@ -48,6 +49,13 @@ std::string one_line(std::string text) {
 
 void report(const Common& common, const std::string& line) {
   if (!common.quiet) std::cerr << "oocrun: " << line << "\n";
+}
+
+// --verbose: how an input is read (a selection's runs, spans and page advice).
+void describe_reads(const Common& common, const ooc::MappedArray& array) {
+  if (!common.verbose || common.quiet) return;
+  const std::string summary = ooc::selection_summary(array);
+  if (!summary.empty()) std::cerr << "oocrun: " << summary << "\n";
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -267,6 +275,7 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
   ooc::Shape shape;
   if (in_place) {
     ooc::MappedArray a = job.map_input(path, ooc::Access::read_write, options);
+    describe_reads(common, a);
     // A journal makes the run restartable: a run killed half way is finished, exactly
     // once per element, by running the same command again. (Ranks of an MPI job each
     // rewrite their own tiles and keep no journal: such a run cannot be resumed.)
@@ -297,6 +306,8 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     shape = a.shape();
   } else {
     const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
+  describe_reads(common, a);
+    describe_reads(common, a);
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
@@ -400,6 +411,7 @@ int run_reduce_axis(const ooc::cli::Job& job, const Common& common, const ooc::k
   refuse_across_ranks(job, "reduce --axis");
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
+  describe_reads(common, a);
   ooc::check_not_in_place(a);
   int axis = 0;
   try {
@@ -451,6 +463,7 @@ int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string
   if (!args.output.empty()) throw ooc::UsageError("", "reduce -o needs --axis (a full reduction is one value)");
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
+  describe_reads(common, a);
   ooc::check_not_in_place(a);
   g_progress.start(common.progress, a, options);
   options.on_progress = std::ref(g_progress);
@@ -512,6 +525,7 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
       throw ooc::UsageError("", "eval: the name '" + name + "' is bound twice");
     names.push_back(name);
     arrays.push_back(ooc::map_file(arg.substr(eq + 1)));
+    describe_reads(common, arrays.back());
   }
   std::vector<ooc::kernels::Binding> bindings;
   for (std::size_t i = 0; i < names.size(); ++i) bindings.push_back({names[i], &arrays[i]});
@@ -591,6 +605,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "mmap", "direct"}));
   app.add_flag("--progress", common.progress, "show progress on stderr");
   app.add_flag("--quiet", common.quiet, "print nothing but results and errors");
+  app.add_flag("--verbose", common.verbose, "also say how each input is read (selections: runs, spans, advice)");
 
   std::string op, path, out_path;
   bool json = false, in_place = false;

@@ -40,6 +40,7 @@ void advise(const void* address, std::size_t size, Advice advice) {
     case Advice::populate_read: value = MADV_POPULATE_READ; break;
     case Advice::populate_write: value = MADV_POPULATE_WRITE; break;
     case Advice::sequential: value = MADV_SEQUENTIAL; break;
+    case Advice::random: value = MADV_RANDOM; break;
     case Advice::dont_need:
       value = MADV_DONTNEED;
       first = (begin + page - 1) / page * page;

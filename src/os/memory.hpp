@@ -15,6 +15,7 @@ enum class Advice {
   populate_write,  // same, for pages about to be written (MADV_POPULATE_WRITE)
   dont_need,       // drop them from this process's resident set (MADV_DONTNEED)
   sequential,      // MADV_SEQUENTIAL for a whole mapping
+  random,          // MADV_RANDOM: no readahead, only the pages touched are read
 };
 
 /// Advises the pages of [address, address + size). Ranges are widened to whole pages,

@@ -293,7 +293,9 @@ class PlainLaunchTest(MpiCase):
         proc = subprocess.run([OOCRUN, "reduce", "sum", path], env=env, capture_output=True, text=True,
                               timeout=TIMEOUT)
         self.assertNotEqual(proc.returncode, 0)
-        self.assertIn("MPI", proc.stderr)
+        # Open MPI's own words; on a loaded machine its help system can fail too, and then
+        # only ORTE's error log says what stopped it.
+        self.assertRegex(proc.stderr, "MPI|ORTE")
 
 
 if __name__ == "__main__":

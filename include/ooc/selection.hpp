@@ -1,0 +1,76 @@
+#pragma once
+/// Selections: numpy-style subsets of an array, read with as few bytes as the layout
+/// allows. `ooc::map_file("log.npy[::5, 3]")` (or `ooc::select(ooc::map_file("log.npy"),
+/// ooc::Selection::parse("::5, 3"))`) gives a MappedArray of numpy's `a[::5, 3]`: its
+/// shape, dtype and values, read tile by tile by the pipeline like a chunked dataset.
+///
+/// The forms, per axis, as numpy's basic and advanced indexing: slices `start:stop:step`
+/// (negative values too; any part may be left out), a single index (the axis is dropped),
+/// one integer list `[0, 4, 7]` or index array `@rows.npy` (a 1-D integer .npy or HDF5
+/// dataset) per selection. Missing trailing axes are taken whole. `...`, `None` and
+/// boolean masks are refused.
+
+#include "ooc/mapped_array.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ooc {
+
+/// `start:stop:step`, each part optional (Python's defaults).
+struct Slice {
+  std::optional<std::int64_t> start, stop, step;
+};
+
+/// The parsed text of a selection, before it meets an array.
+class Selection {
+ public:
+  /// One axis: a slice, a single index, or a list of indices.
+  using Item = std::variant<Slice, std::int64_t, std::vector<std::int64_t>>;
+
+  /// Parses the text between the brackets ("::5, 3", "1000:2000, [0, 4, 7]", "@rows.npy").
+  /// `@FILE` is read here. Throws UsageError naming `path` (the array's) for bad syntax,
+  /// more than one list, or an unreadable index array.
+  static Selection parse(std::string_view text, const std::string& path = "");
+
+  const std::vector<Item>& items() const { return items_; }
+  /// The selection as written, normalised: "[::5, 3]".
+  const std::string& text() const { return text_; }
+
+ private:
+  std::vector<Item> items_;
+  std::string text_;
+};
+
+/// "x.npy[::5, 3]" -> {"x.npy", "::5, 3"}: a trailing bracketed selection, split off at
+/// its matching '['. nullopt when `spec` does not end in one.
+std::optional<std::pair<std::string, std::string>> split_selection(const std::string& spec);
+
+/// The elements of `source` that `selection` picks, as numpy's `source[selection]`: its
+/// shape (axes of single indices dropped, the list's axis placed where numpy places it),
+/// in the memory order numpy's result has (C or F; see DESIGN.md), read tile by tile from
+/// `source`, which the result owns. Throws UsageError naming source's path for an index
+/// out of bounds, too many indices or a zero step. Read-only: the result cannot be
+/// written in place.
+MappedArray select(MappedArray source, const Selection& selection);
+
+/// How the selection behind `array` reads its source, for `oocrun --verbose`: runs,
+/// spans, bytes touched against the covering range, and the page advice chosen. Empty
+/// for an array that is not a selection.
+std::string selection_summary(const MappedArray& array);
+
+namespace detail {
+/// The info of source[selection] (shape, order), without reading anything but index arrays.
+ArrayInfo selection_info(const ArrayInfo& source, const Selection& selection, const std::string& path);
+}  // namespace detail
+
+/// Gaps between selected runs up to this many bytes are read through (one span, one
+/// sequential stream); larger gaps are skipped (DESIGN.md: "Selections").
+inline constexpr std::int64_t kSelectionGapBytes = 256 * 1024;
+
+}  // namespace ooc

@@ -1,0 +1,569 @@
+#include "ooc/selection.hpp"
+
+#include "mapped_array_access.hpp"
+#include "ooc/dtype.hpp"
+#include "tile_reader.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <sstream>
+
+namespace ooc {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Splits at the commas outside brackets.
+std::vector<std::string_view> split_top_level(std::string_view s) {
+  std::vector<std::string_view> parts;
+  int depth = 0;
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '[') ++depth;
+    else if (s[i] == ']') --depth;
+    else if (s[i] == ',' && depth == 0) {
+      parts.push_back(trim(s.substr(from, i - from)));
+      from = i + 1;
+    }
+  }
+  parts.push_back(trim(s.substr(from)));
+  return parts;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw UsageError(path_, "selection [" + std::string(text_) + "]: " + problem);
+  }
+
+  std::int64_t integer(std::string_view s) const {
+    s = trim(s);
+    if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+      if (ec == std::errc::result_out_of_range) fail("index " + std::string(s) + " does not fit in 64 bits");
+      fail("'" + std::string(s) + "' is not an integer index, a slice start:stop:step, a list [i, j] or @FILE");
+    }
+    return value;
+  }
+
+  std::optional<std::int64_t> slice_part(std::string_view s) const {
+    s = trim(s);
+    if (s.empty() || s == "None") return std::nullopt;
+    return integer(s);
+  }
+
+  Selection::Item item(std::string_view s) const {
+    if (s.empty()) fail("an empty index");
+    if (s == "..." || s == "Ellipsis") fail("'...' is not supported: write the axes out");
+    if (s == "None" || s == "np.newaxis") fail("new axes (None) are not supported");
+    if (s == "True" || s == "False") fail("boolean indices are not supported");
+    if (s.front() == '@') return index_file(std::string(trim(s.substr(1))));
+    if (s.front() == '[') {
+      if (s.back() != ']') fail("a list must end with ']'");
+      const std::string_view inner = trim(s.substr(1, s.size() - 2));
+      std::vector<std::int64_t> list;
+      if (!inner.empty())
+        for (std::string_view part : split_top_level(inner)) {
+          if (!part.empty() && part.front() == '[') fail("nested lists (more than one list dimension) are not supported");
+          if (part.empty()) fail("an empty entry in a list");
+          list.push_back(integer(part));
+        }
+      return list;
+    }
+    if (s.find(':') != std::string_view::npos) {
+      std::vector<std::string_view> parts;
+      std::size_t from = 0;
+      for (std::size_t i = 0; i <= s.size(); ++i)
+        if (i == s.size() || s[i] == ':') {
+          parts.push_back(s.substr(from, i - from));
+          from = i + 1;
+        }
+      if (parts.size() > 3) fail("a slice has at most start:stop:step");
+      Slice slice;
+      slice.start = slice_part(parts[0]);
+      slice.stop = slice_part(parts[1]);
+      if (parts.size() == 3) slice.step = slice_part(parts[2]);
+      return slice;
+    }
+    return integer(s);
+  }
+
+  // The integers of a 1-D integer array in a file, as numpy's a[np.load(FILE)].
+  std::vector<std::int64_t> index_file(const std::string& file) const {
+    if (file.empty()) fail("@ must name an index array file, as @rows.npy");
+    MappedArray indices = [&] {
+      try {
+        return map_file(file);
+      } catch (const Error& e) {
+        fail(std::string("index array ") + e.what());
+      }
+    }();
+    const DType dtype = indices.dtype();
+    if (dtype.kind() != Kind::signed_int && dtype.kind() != Kind::unsigned_int)
+      fail("index array " + file + " holds " + dtype.name() + "; arrays used as indices must be of integer type");
+    if (indices.shape().size() != 1)
+      fail("index array " + file + " has " + std::to_string(indices.shape().size()) +
+           " dimensions; only 1-D index arrays are supported");
+    std::vector<std::int64_t> values(static_cast<std::size_t>(indices.size()));
+    if (values.empty()) return values;
+    const std::size_t item = static_cast<std::size_t>(dtype.itemsize());
+    auto take = [&](const std::byte* data, std::int64_t begin, std::int64_t count) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        const std::byte* p = data + static_cast<std::size_t>(i) * item;
+        if (dtype.kind() == Kind::unsigned_int) {
+          std::uint64_t v = 0;
+          convert(dtype, p, dtype_of<std::uint64_t>, &v, 1);
+          if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+            fail("index " + std::to_string(v) + " in " + file + " does not fit in 64 bits");
+          values[static_cast<std::size_t>(begin + i)] = static_cast<std::int64_t>(v);
+        } else {
+          convert(dtype, p, dtype_of<std::int64_t>, &values[static_cast<std::size_t>(begin + i)], 1);
+        }
+      }
+    };
+    if (indices.mapped()) {
+      take(indices.bytes().data(), 0, indices.size());
+    } else {
+      detail::AlignedBuffer buffer;
+      detail::TileReader* reader = detail::MappedArrayAccess::reader(indices);
+      take(reader->read(0, indices.size(), buffer), 0, indices.size());
+    }
+    return values;
+  }
+
+ private:
+  std::string_view text_;
+  const std::string& path_;
+};
+
+// One loop of a selection, in its memory order: element i of it is `offset(i)` elements
+// from the loop's start in the source.
+struct Loop {
+  std::int64_t count = 1;
+  std::int64_t stride = 0;                // source elements between neighbours (a slice)
+  std::vector<std::int64_t> offsets;      // or each index's offset (the list's axis)
+  std::int64_t offset(std::int64_t i) const { return offsets.empty() ? i * stride : offsets[static_cast<std::size_t>(i)]; }
+};
+
+// Where a selection's elements are in its source: element m (in the selection's memory
+// order) is at base + the sum of each loop's offset of m's digit for that loop.
+struct Layout {
+  Shape shape;
+  Order order = Order::c;
+  std::int64_t base = 0;
+  std::vector<Loop> loops;  // innermost first
+  std::int64_t size = 0;
+};
+
+// A run of selected elements: `count` elements from source element `first`, `step`
+// apart, that are elements [at, at + count) of the selection.
+struct Run {
+  std::int64_t at, first, count, step;
+};
+
+// Calls f(run) for the runs of selection elements [begin, end).
+template <class F>
+void for_each_run(const Layout& layout, std::int64_t begin, std::int64_t end, F&& f) {
+  if (begin >= end) return;
+  const std::size_t depth = layout.loops.size();
+  std::vector<std::int64_t> digit(depth);
+  std::int64_t rest = begin;
+  for (std::size_t d = 0; d < depth; ++d) {
+    digit[d] = rest % layout.loops[d].count;
+    rest /= layout.loops[d].count;
+  }
+  const Loop& inner = layout.loops[0];
+  std::int64_t at = begin;
+  while (at < end) {
+    std::int64_t outer = layout.base;
+    for (std::size_t d = 1; d < depth; ++d) outer += layout.loops[d].offset(digit[d]);
+    const std::int64_t n = std::min(inner.count - digit[0], end - at);
+    if (inner.offsets.empty()) {
+      f(Run{at, outer + digit[0] * inner.stride, n, inner.stride});
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) f(Run{at + j, outer + inner.offsets[static_cast<std::size_t>(digit[0] + j)], 1, 1});
+    }
+    at += n;
+    digit[0] = 0;
+    for (std::size_t d = 1; d < depth; ++d) {
+      if (++digit[d] < layout.loops[d].count) break;
+      digit[d] = 0;
+    }
+  }
+}
+
+// Source elements [lo, hi] that are read as one piece.
+struct Span {
+  std::int64_t lo, hi;
+};
+
+// Groups runs into spans: a gap of up to `gap` elements between a run and the span being
+// built is read through; a larger one starts a new span. A strided run whose own gaps
+// are larger is taken element by element. flush(span, runs) gets each span and its runs.
+class SpanBuilder {
+ public:
+  explicit SpanBuilder(std::int64_t gap) : gap_(gap) {}
+
+  template <class Flush>
+  void add(const Run& run, Flush&& flush) {
+    const std::int64_t gap_inside = std::abs(run.step) - 1;
+    if (run.count > 1 && gap_inside > gap_) {
+      for (std::int64_t i = 0; i < run.count; ++i) add(Run{run.at + i, run.first + i * run.step, 1, 1}, flush);
+      return;
+    }
+    const std::int64_t last = run.first + (run.count - 1) * run.step;
+    const std::int64_t lo = std::min(run.first, last), hi = std::max(run.first, last);
+    if (!runs_.empty()) {
+      const std::int64_t distance = std::max(lo - span_.hi, span_.lo - hi) - 1;
+      if (distance <= gap_) {
+        span_.lo = std::min(span_.lo, lo);
+        span_.hi = std::max(span_.hi, hi);
+        runs_.push_back(run);
+        return;
+      }
+      finish(flush);
+    }
+    span_ = Span{lo, hi};
+    runs_.push_back(run);
+  }
+
+  template <class Flush>
+  void finish(Flush&& flush) {
+    if (runs_.empty()) return;
+    flush(span_, runs_);
+    runs_.clear();
+  }
+
+ private:
+  std::int64_t gap_;
+  Span span_{0, 0};
+  std::vector<Run> runs_;
+};
+
+// Copies `count` elements of `item` bytes, `step` elements apart in `src`, to `dst`.
+void copy_run(std::byte* dst, const std::byte* src, std::int64_t count, std::int64_t step, std::size_t item) {
+  if (step == 1) {
+    std::memcpy(dst, src, static_cast<std::size_t>(count) * item);
+    return;
+  }
+  const std::ptrdiff_t stride = static_cast<std::ptrdiff_t>(step) * static_cast<std::ptrdiff_t>(item);
+  auto strided = [&]<class Word>(std::type_identity<Word>) {
+    for (std::int64_t i = 0; i < count; ++i, src += stride, dst += sizeof(Word)) std::memcpy(dst, src, sizeof(Word));
+  };
+  switch (item) {
+    case 1: strided(std::type_identity<std::uint8_t>{}); break;
+    case 2: strided(std::type_identity<std::uint16_t>{}); break;
+    case 4: strided(std::type_identity<std::uint32_t>{}); break;
+    case 8: strided(std::type_identity<std::uint64_t>{}); break;
+    default:
+      for (std::int64_t i = 0; i < count; ++i, src += stride, dst += item) std::memcpy(dst, src, item);
+  }
+}
+
+std::string bytes_text(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  else if (bytes >= 1e6) std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  return buf;
+}
+
+std::string out_of_bounds(std::int64_t index, std::size_t axis, std::int64_t size) {
+  return "index " + std::to_string(index) + " is out of bounds for axis " + std::to_string(axis) + " with size " +
+         std::to_string(size);
+}
+
+// numpy's placement and memory order of source[selection]'s result.
+Layout resolve(const ArrayInfo& source, const Selection& selection, const std::string& path) {
+  const Shape& shape = source.shape;
+  const std::size_t ndim = shape.size();
+  const auto& items = selection.items();
+  auto fail = [&](const std::string& problem) -> void {
+    throw UsageError(path, "selection " + selection.text() + ": " + problem);
+  };
+  if (items.size() > ndim)
+    fail("too many indices for array: array is " + std::to_string(ndim) + "-dimensional, but " +
+         std::to_string(items.size()) + " were indexed");
+  // Elements between neighbours along each source axis, in the source's memory order.
+  std::vector<std::int64_t> stride(ndim, 1);
+  for (std::size_t k = 1; k < ndim; ++k) {
+    if (source.order == Order::c) stride[ndim - 1 - k] = stride[ndim - k] * shape[ndim - k];
+    else stride[k] = stride[k - 1] * shape[k - 1];
+  }
+
+  Layout layout;
+  std::vector<Loop> dims;                 // the result's axes, in result order
+  std::optional<std::size_t> list_axis;   // source axis of the list
+  std::vector<std::size_t> advanced;      // source axes of the list and (with a list) the single indices
+  std::size_t slices_before_advanced = 0;
+  for (std::size_t k = 0; k < ndim; ++k) {
+    const Selection::Item item = k < items.size() ? items[k] : Selection::Item{Slice{}};
+    const std::int64_t n = shape[k];
+    if (const auto* slice = std::get_if<Slice>(&item)) {
+      // Python's slice.indices(n).
+      const std::int64_t step = slice->step.value_or(1);
+      if (step == 0) fail("slice step cannot be zero");
+      auto clamp = [&](std::optional<std::int64_t> v, std::int64_t fallback) {
+        if (!v) return fallback;
+        std::int64_t x = *v < 0 ? *v + n : *v;
+        if (step > 0) return std::clamp<std::int64_t>(x, 0, n);
+        return std::clamp<std::int64_t>(x, -1, n - 1);
+      };
+      const std::int64_t start = clamp(slice->start, step > 0 ? 0 : n - 1);
+      const std::int64_t stop = clamp(slice->stop, step > 0 ? n : -1);
+      std::int64_t count = 0;
+      if (step > 0 && stop > start) count = (stop - start + step - 1) / step;
+      if (step < 0 && start > stop) count = (start - stop - step - 1) / -step;
+      if (count > 0) layout.base += start * stride[k];
+      Loop loop;
+      loop.count = count;
+      loop.stride = step * stride[k];
+      dims.push_back(std::move(loop));
+      if (advanced.empty()) ++slices_before_advanced;
+    } else if (const auto* index = std::get_if<std::int64_t>(&item)) {
+      if (*index < -n || *index >= n) fail(out_of_bounds(*index, k, n));
+      layout.base += (*index < 0 ? *index + n : *index) * stride[k];
+      advanced.push_back(k);
+    } else {
+      const auto& list = std::get<std::vector<std::int64_t>>(item);
+      Loop loop;
+      loop.count = static_cast<std::int64_t>(list.size());
+      loop.offsets.reserve(list.size());
+      for (std::int64_t i : list) {
+        if (i < -n || i >= n) fail(out_of_bounds(i, k, n));
+        loop.offsets.push_back((i < 0 ? i + n : i) * stride[k]);
+      }
+      list_axis = k;
+      advanced.push_back(k);
+      dims.push_back(std::move(loop));
+    }
+  }
+
+  // Without a list, single indices only drop their axes (basic indexing) and the result
+  // is a view iterated in the source's order. With a list, numpy's result holds the
+  // list's axis outermost and the others in the source's order; it sits where the
+  // advanced indices were when they are adjacent, else first.
+  std::vector<std::size_t> memory;  // result axes, outermost first
+  const std::size_t r = dims.size();
+  layout.order = source.order;
+  if (list_axis) {
+    const bool adjacent = advanced.back() - advanced.front() + 1 == advanced.size();
+    const std::size_t place = adjacent ? slices_before_advanced : 0;
+    // dims holds the list's loop among the slices in source order; move it to `place`.
+    std::size_t list_at = 0;
+    for (std::size_t k = 0; k < *list_axis; ++k)
+      if (k >= items.size() || !std::holds_alternative<std::int64_t>(items[k])) ++list_at;
+    Loop list_loop = std::move(dims[list_at]);
+    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(list_at));
+    dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(place), std::move(list_loop));
+    memory.push_back(place);
+    std::vector<std::size_t> others;
+    for (std::size_t d = 0; d < r; ++d)
+      if (d != place) others.push_back(d);
+    if (source.order == Order::fortran) std::reverse(others.begin(), others.end());
+    memory.insert(memory.end(), others.begin(), others.end());
+    std::vector<std::size_t> c_order(r);
+    std::iota(c_order.begin(), c_order.end(), 0);
+    std::vector<std::size_t> f_order(c_order.rbegin(), c_order.rend());
+    // numpy's result is C- or F-contiguous in every case but a list in a middle axis of a
+    // result of 3 or more axes; ooc then keeps the source's order (DESIGN.md).
+    if (memory == c_order) layout.order = Order::c;
+    else if (memory == f_order) layout.order = Order::fortran;
+  }
+
+  for (const Loop& d : dims) layout.shape.push_back(d.count);
+  layout.size = element_count(layout.shape).value_or(0);
+  if (layout.order == Order::c) layout.loops.assign(dims.rbegin(), dims.rend());
+  else layout.loops = std::move(dims);
+  if (layout.loops.empty()) layout.loops.push_back(Loop{});  // a 0-d result: one element at base
+  return layout;
+}
+
+// Reads the selected elements of a tile from the source: from its mapping, or through
+// its own reader one span at a time.
+class SelectionReader final : public detail::TileReader {
+ public:
+  SelectionReader(MappedArray source, Layout layout, std::string text)
+      : source_(std::move(source)), layout_(std::move(layout)), text_(std::move(text)),
+        item_(static_cast<std::size_t>(source_.dtype().itemsize())),
+        gap_(std::max<std::int64_t>(0, kSelectionGapBytes / static_cast<std::int64_t>(item_))) {
+    summarise();
+  }
+
+  const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
+    buffer.ensure(static_cast<std::size_t>(end - begin) * item_);
+    std::byte* out = buffer.data();
+    auto place = [&](const Run& run) { return out + static_cast<std::size_t>(run.at - begin) * item_; };
+    if (source_.mapped()) {
+      const std::byte* data = source_.bytes().data();
+      for_each_run(layout_, begin, end, [&](const Run& run) {
+        copy_run(place(run), data + static_cast<std::ptrdiff_t>(run.first) * static_cast<std::ptrdiff_t>(item_),
+                 run.count, run.step, item_);
+      });
+      source_.check_intact();
+      return out;
+    }
+    detail::TileReader& reader = *detail::MappedArrayAccess::reader(source_);
+    SpanBuilder spans(gap_);
+    auto flush = [&](const Span& span, const std::vector<Run>& runs) {
+      const std::byte* data = reader.read(span.lo, span.hi + 1, span_buffer_);
+      for (const Run& run : runs)
+        copy_run(place(run), data + static_cast<std::ptrdiff_t>(run.first - span.lo) * static_cast<std::ptrdiff_t>(item_),
+                 run.count, run.step, item_);
+    };
+    for_each_run(layout_, begin, end, [&](const Run& run) { spans.add(run, flush); });
+    spans.finish(flush);
+    return out;
+  }
+
+  // Mapped sources are copied from on the kernel threads; a source with its own reader
+  // (an HDF5 dataset) is read in the serial stage, as it would be alone.
+  bool concurrent() const override { return source_.mapped(); }
+
+  void will_need(std::int64_t begin, std::int64_t end) override {
+    if (!source_.mapped()) return;
+    SpanBuilder spans(gap_);
+    auto advise = [&](const Span& span, const std::vector<Run>&) {
+      detail::MappedArrayAccess::advise(source_, span.lo, span.hi + 1, os::Advice::will_need);
+    };
+    for_each_run(layout_, begin, end, [&](const Run& run) { spans.add(run, advise); });
+    spans.finish(advise);
+  }
+
+  const MappedArray& source() const { return source_; }
+  const std::string& summary() const { return summary_; }
+
+ private:
+  // Counts the runs and spans (of the first elements of a large selection), picks the
+  // source's page advice by how much of the covering range the spans touch, and says so.
+  void summarise() {
+    constexpr std::int64_t kSampled = std::int64_t{1} << 22;
+    const std::int64_t sampled = std::min(layout_.size, kSampled);
+    std::int64_t runs = 0, spans = 0, touched = 0;
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
+    SpanBuilder builder(gap_);
+    auto count = [&](const Span& span, const std::vector<Run>&) {
+      ++spans;
+      touched += span.hi - span.lo + 1;
+      lo = std::min(lo, span.lo);
+      hi = std::max(hi, span.hi);
+    };
+    for_each_run(layout_, 0, sampled, [&](const Run& run) {
+      ++runs;
+      builder.add(run, count);
+    });
+    builder.finish(count);
+    const double scale = sampled > 0 ? static_cast<double>(layout_.size) / static_cast<double>(sampled) : 0;
+    const double covering = hi >= lo ? static_cast<double>(hi - lo + 1) : 0;
+    const double density = covering > 0 ? static_cast<double>(touched) / covering : 1;
+    // Dense: the spans cover most of the range, so read it as a stream with readahead.
+    // Sparse: no readahead, only the spans' pages (advised one tile ahead) are read.
+    const bool sequential = density >= 0.5;
+    if (source_.mapped() && hi >= lo) {
+      detail::MappedArrayAccess::advise(source_, lo, hi + 1, sequential ? os::Advice::sequential : os::Advice::random);
+    }
+    std::ostringstream out;
+    out << "selection " << text_ << " of " << source_.path() << ": " << layout_.size << " elements ("
+        << bytes_text(static_cast<double>(layout_.size) * static_cast<double>(item_)) << ") in "
+        << static_cast<std::int64_t>(static_cast<double>(runs) * scale) << " runs, read as "
+        << static_cast<std::int64_t>(static_cast<double>(spans) * scale) << " spans touching "
+        << bytes_text(static_cast<double>(touched) * scale * static_cast<double>(item_)) << " of a "
+        << bytes_text(covering * scale * static_cast<double>(item_)) << " covering range (gaps up to "
+        << bytes_text(static_cast<double>(kSelectionGapBytes)) << " read through); "
+        << (source_.mapped() ? (sequential ? "dense: sequential readahead" : "sparse: random access, spans advised ahead")
+                             : "read span by span through the dataset's reader");
+    if (sampled < layout_.size) out << " (estimated from the first " << sampled << " elements)";
+    summary_ = out.str();
+  }
+
+  MappedArray source_;
+  Layout layout_;
+  std::string text_;
+  std::size_t item_;
+  std::int64_t gap_;  // in elements
+  detail::AlignedBuffer span_buffer_;  // serial use only: a reader source is read in the serial stage
+  std::string summary_;
+};
+
+}  // namespace
+
+Selection Selection::parse(std::string_view text, const std::string& path) {
+  Selection selection;
+  const std::string_view trimmed = trim(text);
+  selection.text_ = "[" + std::string(trimmed) + "]";
+  if (trimmed.empty()) return selection;
+  Parser parser(trimmed, path);
+  std::vector<std::string_view> parts = split_top_level(trimmed);
+  if (parts.size() > 1 && parts.back().empty()) parts.pop_back();  // "1," is the tuple (1,)
+  int lists = 0;
+  for (std::string_view part : parts) {
+    selection.items_.push_back(parser.item(part));
+    if (std::holds_alternative<std::vector<std::int64_t>>(selection.items_.back())) ++lists;
+  }
+  if (lists > 1) parser.fail("only one index list or index array per selection is supported");
+  return selection;
+}
+
+std::optional<std::pair<std::string, std::string>> split_selection(const std::string& spec) {
+  if (spec.empty() || spec.back() != ']') return std::nullopt;
+  int depth = 0;
+  for (std::size_t i = spec.size(); i-- > 0;) {
+    if (spec[i] == ']') ++depth;
+    else if (spec[i] == '[' && --depth == 0) {
+      if (i == 0) return std::nullopt;
+      return std::make_pair(spec.substr(0, i), spec.substr(i + 1, spec.size() - i - 2));
+    }
+  }
+  return std::nullopt;
+}
+
+MappedArray select(MappedArray source, const Selection& selection) {
+  Layout layout = resolve(source.info(), selection, source.path());
+  ArrayInfo info = source.info();
+  info.shape = layout.shape;
+  info.order = layout.order;
+  info.data_offset = 0;
+  const std::string path = source.path() + selection.text();
+  os::UniqueFd fd(::dup(detail::MappedArrayAccess::fd(source)));
+  return detail::MappedArrayAccess::read_by(
+      path, std::move(info), std::move(fd),
+      std::make_unique<SelectionReader>(std::move(source), std::move(layout), selection.text()));
+}
+
+MappedArray MappedArray::select(std::string_view text) && {
+  Selection selection = Selection::parse(text, path());
+  return ooc::select(std::move(*this), selection);
+}
+
+std::string selection_summary(const MappedArray& array) {
+  if (array.mapped()) return "";
+  const auto* reader = dynamic_cast<const SelectionReader*>(detail::MappedArrayAccess::reader(array));
+  return reader ? reader->summary() : "";
+}
+
+ArrayInfo detail::selection_info(const ArrayInfo& source, const Selection& selection, const std::string& path) {
+  const Layout layout = resolve(source, selection, path);
+  ArrayInfo info = source;
+  info.shape = layout.shape;
+  info.order = layout.order;
+  info.data_offset = 0;
+  return info;
+}
+
+}  // namespace ooc

@@ -1,0 +1,130 @@
+#include "ooc/ooc.hpp"
+
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <numeric>
+#include <vector>
+
+using ooc::testing::ScratchDir;
+
+namespace {
+
+// A (rows, cols) array of 0, 1, 2, ... in memory order: an element's value is its
+// memory index, so a selection's values say where each element came from.
+ooc::MappedArray iota_array(const std::string& path, std::int64_t rows, std::int64_t cols, ooc::Order order) {
+  ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, {rows, cols}, order);
+  auto values = out.writable_values<double>();
+  std::iota(values.begin(), values.end(), 0.0);
+  out.commit();
+  return ooc::map_file(path);
+}
+
+// The selection's values in its memory order, read as the pipeline reads them.
+std::vector<double> values_of(const ooc::MappedArray& a, std::uint64_t tile_bytes = 64 * 1024) {
+  std::vector<double> out(static_cast<std::size_t>(a.size()));
+  ooc::PipelineOptions options;
+  options.tile_bytes = tile_bytes;
+  ooc::for_each_tile(
+      a,
+      [&](const ooc::Tile& piece, const auto& x) {
+        for (Eigen::Index i = 0; i < x.size(); ++i) out[static_cast<std::size_t>(piece.begin + i)] = static_cast<double>(x[i]);
+      },
+      options);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a selection's text splits off its path; brackets inside it nest") {
+  CHECK(ooc::split_selection("x.npy[::5, 3]") == std::make_pair(std::string("x.npy"), std::string("::5, 3")));
+  CHECK(ooc::split_selection("d.h5:/g/x[1:2, [0, 4]]") ==
+        std::make_pair(std::string("d.h5:/g/x"), std::string("1:2, [0, 4]")));
+  CHECK_FALSE(ooc::split_selection("x.npy"));
+  CHECK_FALSE(ooc::split_selection("[1]"));
+  CHECK_FALSE(ooc::split_selection("x.npy]"));
+}
+
+TEST_CASE("the parser reads slices, indices, one list, and refuses the rest with the array's name") {
+  const ooc::Selection s = ooc::Selection::parse(" -5::-2 , 3, [1, -1, 0] ", "a.npy");
+  REQUIRE(s.items().size() == 3);
+  const auto& slice = std::get<ooc::Slice>(s.items()[0]);
+  CHECK(slice.start == -5);
+  CHECK_FALSE(slice.stop);
+  CHECK(slice.step == -2);
+  CHECK(std::get<std::int64_t>(s.items()[1]) == 3);
+  CHECK(std::get<std::vector<std::int64_t>>(s.items()[2]) == std::vector<std::int64_t>{1, -1, 0});
+  CHECK(s.text() == "[-5::-2 , 3, [1, -1, 0]]");
+  CHECK(ooc::Selection::parse("").items().empty());
+  CHECK(ooc::Selection::parse("4,").items().size() == 1);
+  for (const char* bad : {"[1], [2]", "...", "None", "1:2:3:4", "x", "99999999999999999999", "[[1]]", "1,,2"})
+    CHECK_THROWS_WITH_AS(ooc::Selection::parse(bad, "a.npy"), doctest::Contains("a.npy: selection ["),
+                         ooc::UsageError);
+}
+
+TEST_CASE("basic slicing keeps the source's order and reads numpy's elements") {
+  ScratchDir dir;
+  for (ooc::Order order : {ooc::Order::c, ooc::Order::fortran}) {
+    CAPTURE(static_cast<int>(order));
+    ooc::MappedArray a = ooc::map_file(iota_array(dir.file("a.npy"), 1000, 6, order).path()).select("::-7, 1:4");
+    CHECK(a.shape() == ooc::Shape{143, 3});
+    CHECK(a.order() == order);
+    CHECK_FALSE(a.mapped());
+    const std::vector<double> v = values_of(a);
+    // Element (i, j) of the selection is source (999 - 7i, 1 + j).
+    auto source = [&](std::int64_t r, std::int64_t c) {
+      return static_cast<double>(order == ooc::Order::c ? r * 6 + c : c * 1000 + r);
+    };
+    for (std::int64_t i : {0, 1, 142})
+      for (std::int64_t j : {0, 2}) {
+        const std::int64_t m = order == ooc::Order::c ? i * 3 + j : j * 143 + i;
+        CHECK(v[static_cast<std::size_t>(m)] == source(999 - 7 * i, 1 + j));
+      }
+  }
+}
+
+TEST_CASE("a list in the last axis of a 2-D result is laid out as numpy's: Fortran order") {
+  ScratchDir dir;
+  iota_array(dir.file("a.npy"), 20, 6, ooc::Order::c);
+  const ooc::MappedArray a = ooc::map_file(dir.file("a.npy") + "[10:13, [5, 0]]");
+  CHECK(a.shape() == ooc::Shape{3, 2});
+  CHECK(a.order() == ooc::Order::fortran);
+  // The list's axis outermost: column 5's rows, then column 0's.
+  CHECK(values_of(a) == std::vector<double>{65, 71, 77, 60, 66, 72});
+  // At the front of the shape it is C order.
+  const ooc::MappedArray b = ooc::map_file(dir.file("a.npy") + "[[5, 0], 1:3]");
+  CHECK(b.order() == ooc::Order::c);
+  CHECK(values_of(b) == std::vector<double>{31, 32, 1, 2});
+}
+
+TEST_CASE("index errors are numpy's messages, naming the array") {
+  ScratchDir dir;
+  iota_array(dir.file("a.npy"), 10, 4, ooc::Order::c);
+  const std::string a = dir.file("a.npy");
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[10]"), doctest::Contains("index 10 is out of bounds for axis 0 with size 10"),
+                       ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[0, 0, 0]"), doctest::Contains("too many indices"), ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[::0]"), doctest::Contains("slice step cannot be zero"), ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[::2]", ooc::Access::read_write), doctest::Contains("in place"),
+                       ooc::UsageError);
+  CHECK(ooc::read_info(a + "[:, 3]").shape == ooc::Shape{10});
+}
+
+TEST_CASE("a selection sums as numpy sums the selected view, whatever the tiles") {
+  ScratchDir dir;
+  ooc::MappedArray whole = iota_array(dir.file("a.npy"), 50000, 8, ooc::Order::c);
+  (void)whole;
+  const ooc::MappedArray a = ooc::map_file(dir.file("a.npy") + "[::3, [1, 6]]");
+  CHECK(a.order() == ooc::Order::fortran);
+  double expected = 0;  // integers: exact in any order
+  for (std::int64_t c : {1, 6})
+    for (std::int64_t r = 0; r < 50000; r += 3) expected += static_cast<double>(r * 8 + c);
+  for (std::uint64_t tile : {std::uint64_t{64 << 10}, std::uint64_t{1 << 20}}) {
+    ooc::PipelineOptions options;
+    options.tile_bytes = tile;
+    CHECK(ooc::reduce(a, ooc::kernels::Sum{}, options).as_double() == expected);
+  }
+  CHECK(ooc::selection_summary(a).find("selection [::3, [1, 6]]") != std::string::npos);
+  CHECK(ooc::selection_summary(whole).empty());
+}

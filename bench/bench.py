@@ -87,17 +87,17 @@ class Bench:
         self.notes = []
 
     # ---- data -------------------------------------------------------------------------
-    def make_matrix(self, name, nbytes):
-        """A tall float64 (N, 8) matrix of normal values, written in chunks."""
+    def make_matrix(self, name, nbytes, columns=8):
+        """A tall float64 (N, columns) matrix of normal values, written in chunks."""
         path = os.path.join(self.dir, name)
-        rows = nbytes // 64
-        if os.path.exists(path) and os.path.getsize(path) >= rows * 64:
+        rows = nbytes // (8 * columns)
+        if os.path.exists(path) and os.path.getsize(path) >= rows * 8 * columns:
             return path
-        a = np.lib.format.open_memmap(path, mode="w+", dtype="<f8", shape=(rows, 8))
+        a = np.lib.format.open_memmap(path, mode="w+", dtype="<f8", shape=(rows, columns))
         rng = np.random.default_rng(7)
-        step = 1 << 20
+        step = (8 << 20) // columns
         for i in range(0, rows, step):
-            a[i:i + step] = rng.standard_normal((min(step, rows - i), 8))
+            a[i:i + step] = rng.standard_normal((min(step, rows - i), columns))
         a.flush()
         del a
         return path
@@ -110,7 +110,8 @@ class Bench:
         if not os.path.exists(path):
             with h5py.File(path, "w") as f:
                 contiguous = f.create_dataset("contiguous", shape=a.shape, dtype=a.dtype)
-                chunked = f.create_dataset("chunked", shape=a.shape, dtype=a.dtype, chunks=(65536, 8))
+                chunk_rows = (4 << 20) // (8 * a.shape[1])
+                chunked = f.create_dataset("chunked", shape=a.shape, dtype=a.dtype, chunks=(chunk_rows, a.shape[1]))
                 step = 1 << 21
                 for i in range(0, a.shape[0], step):
                     contiguous[i:i + step] = a[i:i + step]
@@ -215,6 +216,12 @@ class Bench:
         self.measure("sum, warm", nbytes, sum_peers, limit=self.limit("mapped_sum"))
         if not self.args.smoke:
             self.measure("sum, cold", nbytes, sum_peers, cold=True, limit=self.limit("direct_read"))
+        self.measure("mean over axis 0 of (N, 8), warm", nbytes,
+                     {"ooc": self.ooc("reduce", "mean", matrix, "--axis", "0"),
+                      "numpy": self.peer("numpy", "mean_axis0", matrix),
+                      "dask": self.peer("dask", "mean_axis0", matrix)},
+                     limit=self.limit("mapped_sum"))
+        self.subset(nbytes)
         self.measure("add-one into a new file, durable", nbytes,
                      {"ooc": self.ooc("apply", "add-one", matrix, "-o", out),
                       "numpy": self.peer("numpy", "add_one", matrix, out),
@@ -240,6 +247,24 @@ class Bench:
         for path in (out, inplace):
             if os.path.exists(path):
                 os.remove(path)
+
+    def subset(self, nbytes):
+        """A sparse subset: every 5th row, 5 of 40 columns, of a (N, 40) matrix a quarter of
+        the bench size (GB/s are of the whole array's bytes, as in the other rows)."""
+        wide_bytes = max(nbytes // 4, 1 << 20)
+        wide = self.make_matrix("wide.npy", wide_bytes, columns=40)
+        h5 = self.make_hdf5("wide.h5", wide)
+        nbytes = os.path.getsize(wide) - 128
+        selection = "[::5, [0, 9, 18, 27, 36]]"
+        for cold in ((False,) if self.args.smoke else (False, True)):
+            self.measure(f"sum of a[::5, 5 of 40 columns], {'cold' if cold else 'warm'}", nbytes,
+                         {"ooc": self.ooc("reduce", "sum", wide + selection),
+                          "numpy": self.peer("numpy", "subset_sum", wide),
+                          "h5py": self.peer("h5py", "subset_sum", f"{h5}:/contiguous")},
+                         cold=cold, limit=self.limit("mapped_sum" if not cold else "direct_read"))
+        self.notes.append("subset rows: numpy is fancy indexing on a memmap (`a[::5][:, cols].sum()`), h5py "
+                          "reads hyperslabs `d[i:j:5, cols]` of 64 MiB of rows each; ooc reads "
+                          f"`wide.npy{selection}`")
 
     def larger_than_memory(self, matrix, nbytes):
         try:

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <charconv>
 #include <limits>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -395,6 +396,17 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
   return layout;
 }
 
+// kSelectionGapBytes, or OOC_SELECTION_GAP_BYTES where set (how bench/selection_gap.py
+// measures the choice).
+std::int64_t gap_bytes() {
+  if (const char* text = std::getenv("OOC_SELECTION_GAP_BYTES")) {
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
+    if (ec == std::errc() && *end == '\0' && value >= 0) return value;
+  }
+  return kSelectionGapBytes;
+}
+
 // Reads the selected elements of a tile from the source: from its mapping, or through
 // its own reader one span at a time.
 class SelectionReader final : public detail::TileReader {
@@ -402,7 +414,7 @@ class SelectionReader final : public detail::TileReader {
   SelectionReader(MappedArray source, Layout layout, std::string text)
       : source_(std::move(source)), layout_(std::move(layout)), text_(std::move(text)),
         item_(static_cast<std::size_t>(source_.dtype().itemsize())),
-        gap_(std::max<std::int64_t>(0, kSelectionGapBytes / static_cast<std::int64_t>(item_))) {
+        gap_(std::max<std::int64_t>(0, gap_bytes() / static_cast<std::int64_t>(item_))) {
     summarise();
   }
 
@@ -485,7 +497,7 @@ class SelectionReader final : public detail::TileReader {
         << static_cast<std::int64_t>(static_cast<double>(spans) * scale) << " spans touching "
         << bytes_text(static_cast<double>(touched) * scale * static_cast<double>(item_)) << " of a "
         << bytes_text(covering * scale * static_cast<double>(item_)) << " covering range (gaps up to "
-        << bytes_text(static_cast<double>(kSelectionGapBytes)) << " read through); "
+        << bytes_text(static_cast<double>(gap_ * static_cast<std::int64_t>(item_))) << " read through); "
         << (source_.mapped() ? (sequential ? "dense: sequential readahead" : "sparse: random access, spans advised ahead")
                              : "read span by span through the dataset's reader");
     if (sampled < layout_.size) out << " (estimated from the first " << sampled << " elements)";

@@ -22,7 +22,7 @@ bool same(const AxisLayout& l, std::int64_t outer, std::int64_t reduce, std::int
 ooc::MappedArray make(const std::string& path, const std::vector<double>& values, const ooc::Shape& shape,
                       ooc::Order order) {
   ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, shape, order);
-  std::memcpy(out.writable_bytes().data(), values.data(), values.size() * sizeof(double));
+  if (!values.empty()) std::memcpy(out.writable_bytes().data(), values.data(), values.size() * sizeof(double));
   out.commit();
   return ooc::map_file(path);
 }

@@ -134,8 +134,12 @@ TEST_CASE("a direct writer writes tiles whose bytes start anywhere, keeping the 
   ooc::detail::AlignedBuffer buffers[2];
   const std::int64_t bounds[] = {0, 1000, 1001, 3333, 5000};  // tiles of odd sizes
   for (int t = 0; t < 4; ++t) {
-    auto* place = reinterpret_cast<std::uint64_t*>(writer.place(bounds[t], bounds[t + 1], buffers[t % 2]));
-    for (std::int64_t i = bounds[t]; i < bounds[t + 1]; ++i) place[i - bounds[t]] = static_cast<std::uint64_t>(i) * 3;
+    // The data starts after a header of any length: elements need not be 8-byte aligned.
+    std::byte* place = writer.place(bounds[t], bounds[t + 1], buffers[t % 2]);
+    for (std::int64_t i = bounds[t]; i < bounds[t + 1]; ++i) {
+      const std::uint64_t value = static_cast<std::uint64_t>(i) * 3;
+      std::memcpy(place + (i - bounds[t]) * 8, &value, sizeof value);
+    }
     writer.write(bounds[t], bounds[t + 1], buffers[t % 2]);
   }
   writer.finish();

@@ -179,6 +179,21 @@ class ElementwiseTest(unittest.TestCase):
         run("apply", "cast:int8", self.tmp.save("f.npy", np.array([1.7, -2.7, 300.0])), "--in-place", "--quiet")
         np.testing.assert_array_equal(np.load(self.tmp.file("f.npy")), np.array([1.7, -2.7, 300.0]).astype("i1"))
 
+    def test_casts_of_floats_out_of_an_integer_range_are_numpys(self):
+        # numpy's values on x86-64 for NaN, infinities and out-of-range floats (C leaves
+        # them undefined; ooc spells out what the hardware gives, so UBSan stays quiet).
+        values = np.array([4.8e6, -4.8e6, 3e9, -3e9, 1e19, -1e19, 2e19, np.nan, np.inf, -np.inf, 300.7, -129.5,
+                           255.9, 1.8e19, 9.3e18, -0.9, 2147483647.9, -2147483648.9, 9.2e18, -9.2e18])
+        with np.errstate(all="ignore"):
+            for source in ("<f8", ">f4", "<f2"):
+                a = values.astype(source)
+                path = self.tmp.save(f"v{source[1:]}.npy", a)
+                for target in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"):
+                    with self.subTest(source=source, target=target):
+                        out = self.tmp.file("c.npy")
+                        run("apply", f"cast:{target}", path, "-o", out, "--quiet")
+                        np.testing.assert_array_equal(np.load(out), a.astype(target))
+
     def test_bad_operation_names_are_usage_errors(self):
         src = self.tmp.save("a.npy", np.arange(3.0))
         for op, message in [("frob", "unknown operation"), ("sqrt:2", "takes no constant"),

@@ -71,6 +71,6 @@ ArrayInfo selection_info(const ArrayInfo& source, const Selection& selection, co
 
 /// Gaps between selected runs up to this many bytes are read through (one span, one
 /// sequential stream); larger gaps are skipped (DESIGN.md: "Selections").
-inline constexpr std::int64_t kSelectionGapBytes = 256 * 1024;
+inline constexpr std::int64_t kSelectionGapBytes = 16 * 1024;
 
 }  // namespace ooc

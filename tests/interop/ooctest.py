@@ -17,6 +17,18 @@ DTYPES = ["|b1", "|i1", "|u1",
           "<f2", ">f2", "<f4", ">f4", "<f8", ">f8"]
 
 
+# Set by ctest in the AddressSanitizer tree (tests/CMakeLists.txt): the same tests run
+# there, each over every third case of its sweeps. The plain tree runs every case; the
+# sanitized run is there to catch memory errors, and an oocrun process costs it 2-3x.
+SANITIZED = os.environ.get("OOC_TEST_SANITIZED") == "1"
+
+
+def thin(cases):
+    """`cases` as a list: all of them, or every third (the first included) under ASan."""
+    cases = list(cases)
+    return cases[::3] if SANITIZED else cases
+
+
 def run(*args, check=True):
     """Runs oocrun; returns the CompletedProcess (text mode)."""
     proc = subprocess.run([OOCRUN, *map(str, args)], capture_output=True, text=True)

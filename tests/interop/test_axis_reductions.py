@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, sample  # noqa: E402
+from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, sample, thin  # noqa: E402
 
 REDUCTIONS = {
     "sum": np.sum, "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max,
@@ -77,14 +77,14 @@ class AxisTest(unittest.TestCase):
                 os.remove(out)
 
     def test_float_reductions_along_every_axis_match_numpy_bit_for_bit(self):
-        for dtype, shape, order in itertools.product(["<f8", ">f4", "<f2"], SHAPES, "CF"):
+        for dtype, shape, order in thin(itertools.product(["<f8", ">f4", "<f2"], SHAPES, "CF")):
             a = np.asarray(sample(dtype, shape, seed=2, nan=True), order=order)
             if dtype == "<f2":
                 a = (a / 100).astype(dtype)  # keep numpy's float16 var from overflowing
             self.check(a, REDUCTIONS, "--tile-bytes", "4K")
 
     def test_integer_and_bool_reductions_along_every_axis(self):
-        for dtype, shape, order in itertools.product(["<i4", "|b1", ">u2"], SHAPES, "CF"):
+        for dtype, shape, order in thin(itertools.product(["<i4", "|b1", ">u2"], SHAPES, "CF")):
             a = np.asarray(sample(dtype, shape, seed=4), order=order)
             self.check(a, INTEGER_OPS, "--tile-bytes", "4K")
 

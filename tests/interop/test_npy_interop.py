@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import DTYPES, TempDir, npy_bytes, run, run_json, same_scalar, sample  # noqa: E402
+from ooctest import DTYPES, TempDir, npy_bytes, run, run_json, same_scalar, sample, thin  # noqa: E402
 
 SHAPES = [(), (0,), (1,), (7,), (3, 0), (5, 6), (2, 3, 4)]
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "min": np.min, "max": np.max}
@@ -38,8 +38,8 @@ class InfoTest(unittest.TestCase):
         self.tmp.cleanup()
 
     def test_info_reports_numpys_dtype_shape_and_order_for_every_header_version(self):
-        for dtype, shape, order, version in itertools.product(
-                DTYPES, [(), (0,), (4,), (2, 3)], "CF", [(1, 0), (2, 0), (3, 0)]):
+        for dtype, shape, order, version in thin(itertools.product(
+                DTYPES, [(), (0,), (4,), (2, 3)], "CF", [(1, 0), (2, 0), (3, 0)])):
             a = np.asarray(sample(dtype, shape), order=order)
             path = self.tmp.save("a.npy", a, version)
             info = run_json("info", path)
@@ -91,7 +91,7 @@ class ReduceTest(unittest.TestCase):
                     self.assertIsInstance(got["value"], int)
 
     def test_every_dtype_shape_and_order_reduces_exactly_as_numpy(self):
-        for dtype, shape, order in itertools.product(DTYPES, SHAPES, "CF"):
+        for dtype, shape, order in thin(itertools.product(DTYPES, SHAPES, "CF")):
             a = np.asarray(sample(dtype, shape, seed=len(shape)), order=order)
             path = self.tmp.save("a.npy", a)
             self.check(path, a)
@@ -171,7 +171,7 @@ class ApplyTest(unittest.TestCase):
         os.remove(out)
 
     def test_add_and_scale_give_numpys_values_and_dtypes_for_every_dtype_and_constant(self):
-        for dtype in DTYPES:
+        for dtype in thin(DTYPES):
             a = sample(dtype, (5, 7), seed=2)
             for text in CONSTANTS:
                 c = py_constant(text)

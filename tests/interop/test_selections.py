@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, same_scalar, sample  # noqa: E402
+from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, same_scalar, sample, thin  # noqa: E402
 
 TILE = ["--tile-bytes", "64K"]  # many tiles even for small selections
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "min": np.min, "max": np.max, "argmax": np.argmax,
@@ -72,7 +72,7 @@ class SelectionTest(unittest.TestCase):
         os.remove(out)
 
     def test_every_form_on_c_and_fortran_arrays_of_several_dtypes(self):
-        for dtype, order in [("<f8", "C"), (">f4", "F"), ("<i4", "F"), ("|u1", "C"), ("<f2", "C")]:
+        for dtype, order in thin([("<f8", "C"), (">f4", "F"), ("<i4", "F"), ("|u1", "C"), ("<f2", "C")]):
             a = np.asarray(sample(dtype, (2000, 40), seed=1), order=order)
             path = self.tmp.save(f"a_{order}.npy", a)
             for text in SELECTIONS_2D:

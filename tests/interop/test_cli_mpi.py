@@ -189,7 +189,7 @@ class ApplyTest(MpiCase):
                     self.assertEqual(proc.stderr, "")
                     with open(out, "rb") as f:
                         self.assertEqual(f.read(), alone)
-        np.testing.assert_array_equal(np.load(self.tmp.file("together3.npy")), (b * 0.5))
+        np.testing.assert_array_equal(np.load(self.tmp.file(f"together{RANKS[-1]}.npy")), (b * 0.5))
         self.assertEqual(leftovers(self.tmp.path, ["a.npy", "b.npy", "alone.npy"] +
                                    [f"together{r}.npy" for r in RANKS]), [])
 

@@ -306,7 +306,6 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     shape = a.shape();
   } else {
     const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
-  describe_reads(common, a);
     describe_reads(common, a);
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))

@@ -215,6 +215,9 @@ class SelectionTest(unittest.TestCase):
         self.assertIn("dense: sequential readahead", dense)
         self.assertIn("40000 elements", dense)
         self.assertNotIn("selection", run("reduce", "sum", f"{path}[::5, 3]").stderr)
+        out = self.tmp.file("o.npy")
+        said = run("apply", "add-one", f"{path}[::5, 3]", "-o", out, "--verbose").stderr
+        self.assertEqual(said.count("oocrun: selection [::5, 3]"), 1, said)
 
     def test_a_file_whose_name_ends_in_brackets_is_that_file(self):
         a = np.arange(10.0)

@@ -3,7 +3,7 @@
 # dask and h5py and against the machine's limits, all in one run.
 #   bench/run.sh            2 GiB files, warm and cold rows
 #   bench/run.sh --quick    512 MiB files
-#   bench/run.sh --large    8 GiB files and a larger-than-memory row in a 1 GiB cgroup
+#   bench/run.sh --large    the default rows, and a cold sum of an 8 GiB file in a 1 GiB memory cgroup
 #   bench/run.sh --smoke    16 MiB files, one repetition (what ctest runs)
 # Other options go to bench/bench.py (--dir DIR, --reps N, --out FILE, --keep).
 # Needs root for the cold rows (drop_caches) and the cgroup.

@@ -25,6 +25,9 @@ namespace {
 // Every record carries a checksum of its bytes, the slot header one of the slot's data
 // too, so a record torn by a power cut reads as absent, never as wrong.
 constexpr std::uint64_t kBlock = 4096;
+
+constexpr const char* kInUseByAnotherRun =
+    "is in use by another run (being read, or rewritten in place); try again when it has finished";
 constexpr std::uint64_t kProgressAt = kBlock;
 constexpr std::uint64_t kProgressStride = 512;
 constexpr std::uint64_t kSlotsAt = 2 * kBlock;
@@ -260,8 +263,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   j.path = journal_path(array.path());
   j.item = static_cast<std::size_t>(array.dtype().itemsize());
   if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
-    throw Error(array.path(), "is in use by another run (being read, or rewritten in place); "
-                              "try again when it has finished");
+    throw Error(array.path(), kInUseByAnotherRun);
   j.remove_stale_temporaries();
 
   std::int64_t tile_elements = TilePlan::for_array(array, options.tile_bytes).tile_elements();
@@ -364,9 +366,10 @@ void InPlaceJournal::finish() {
   j.finished = true;
 }
 
-void check_not_in_place(const MappedArray& array) {
-  if (!os::try_lock(detail::MappedArrayAccess::fd(array), false, array.path()))
-    throw Error(array.path(), "is being rewritten in place by another run; try again when it has finished");
+namespace {
+
+// An unfinished in-place run's journal beside `array`: refused, with the command that finishes it.
+void refuse_unfinished_journal(const MappedArray& array) {
   const std::string path = journal_path(array.path());
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return;
@@ -379,6 +382,20 @@ void check_not_in_place(const MappedArray& array) {
   }
   throw Error(array.path(), "an in-place run on it did not finish, so its data is partly rewritten (journal " +
                                 path + "): " + hint);
+}
+
+}  // namespace
+
+void check_not_in_place(const MappedArray& array) {
+  if (!os::try_lock(detail::MappedArrayAccess::fd(array), false, array.path()))
+    throw Error(array.path(), "is being rewritten in place by another run; try again when it has finished");
+  refuse_unfinished_journal(array);
+}
+
+void lock_for_in_place(const MappedArray& array) {
+  if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
+    throw Error(array.path(), kInUseByAnotherRun);
+  refuse_unfinished_journal(array);
 }
 
 }  // namespace ooc

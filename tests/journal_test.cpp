@@ -251,6 +251,31 @@ TEST_CASE("an array held by one run is refused to another: in place against in p
   check_open_refused(path, kCommand, "in use by another run");
 }
 
+TEST_CASE("an in-place run without a journal locks the array as one with a journal does") {
+  const Scratch scratch(2 * kTile);
+  const std::string& path = scratch.path;
+  {
+    const ooc::MappedArray holder = ooc::map_file(path, ooc::Access::read_write);
+    ooc::lock_for_in_place(holder);
+    check_open_refused(path, kCommand, "in use by another run");
+    const ooc::MappedArray reader = ooc::map_file(path);
+    CHECK_THROWS_WITH_AS(ooc::check_not_in_place(reader), doctest::Contains("being rewritten in place"), ooc::Error);
+  }
+  const ooc::MappedArray reader = ooc::map_file(path);
+  ooc::check_not_in_place(reader);
+  const ooc::MappedArray writer = ooc::map_file(path, ooc::Access::read_write);
+  CHECK_THROWS_WITH_AS(ooc::lock_for_in_place(writer), doctest::Contains("in use by another run"), ooc::Error);
+}
+
+TEST_CASE("an in-place run without a journal is refused on an array with an unfinished journal") {
+  const Scratch scratch(4 * kTile);
+  const std::string& path = scratch.path;
+  stopped_run(path);
+  const ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  CHECK_THROWS_WITH_AS(ooc::lock_for_in_place(a), doctest::Contains(("oocrun apply add-one --in-place " + path).c_str()),
+                       ooc::Error);
+}
+
 TEST_CASE("stale temporaries of a journal cut short while being created are removed") {
   const Scratch scratch(kTile);
   const std::string& path = scratch.path;

@@ -68,6 +68,13 @@ class InPlaceJournal final : public TileJournal {
 /// file for as long as `array` is mapped, so that no in-place run starts under the reader.
 void check_not_in_place(const MappedArray& array);
 
+/// For an in-place run that keeps no journal (`oocrun apply --in-place --no-journal`): takes
+/// the exclusive lock an in-place run holds, for as long as `array` is mapped, and refuses
+/// an array that another run uses or that has an unfinished journaled run's journal beside
+/// it (ooc::Error, naming the command that finishes it). A run without a journal that is
+/// stopped half way leaves the array partly rewritten, as numpy's `a += 1` would.
+void lock_for_in_place(const MappedArray& array);
+
 /// The journal's path for an array at `array_path`: ARRAY.ooc-journal, or for an HDF5
 /// dataset FILE%group%name.ooc-journal beside its file.
 std::string journal_path(const std::string& array_path);

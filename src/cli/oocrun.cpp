@@ -265,7 +265,7 @@ int run_info(const std::string& path, bool json) {
 }
 
 int run_apply(const ooc::cli::Job& job, const Common& common, const std::string& op_spec, const std::string& path,
-              const std::string& out_path, bool in_place, bool json) {
+              const std::string& out_path, bool in_place, bool no_journal, bool json) {
   const auto op = ooc::kernels::ElementwiseOp::parse(op_spec);
   ooc::PipelineOptions options = pipeline_options(common);
   const auto start = std::chrono::steady_clock::now();
@@ -278,9 +278,13 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     describe_reads(common, a);
     // A journal makes the run restartable: a run killed half way is finished, exactly
     // once per element, by running the same command again. (Ranks of an MPI job each
-    // rewrite their own tiles and keep no journal: such a run cannot be resumed.)
+    // rewrite their own tiles and keep no journal: such a run cannot be resumed.) With
+    // --no-journal the run writes each tile once, as numpy's `a += 1` does, and a run
+    // stopped half way leaves the array partly rewritten.
     std::unique_ptr<ooc::InPlaceJournal> journal;
-    if (job.journals_in_place()) {
+    if (no_journal && job.journals_in_place()) {
+      ooc::lock_for_in_place(a);
+    } else if (job.journals_in_place()) {
       journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
       if (journal->resumed())
         report(common, "resuming the interrupted in-place run on " + path + ": " +
@@ -297,6 +301,8 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
         g_resume_note = journal->kept() ? "; run the same command again to finish it (progress is kept in " +
                                               journal->path() + ")"
                                         : "; the array is unchanged";
+      else if (no_journal)
+        g_resume_note = "; the array may be partly rewritten (--no-journal: the run cannot be resumed)";
       throw;
     }
     if (journal) journal->finish();
@@ -607,7 +613,7 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", common.verbose, "also say how each input is read (selections: runs, spans, advice)");
 
   std::string op, path, out_path;
-  bool json = false, in_place = false;
+  bool json = false, in_place = false, no_journal = false;
 
   CLI::App* info = app.add_subcommand("info", "print an array's dtype, shape and layout");
   info->add_option("ARRAY", path, "path.npy, file.h5 or file.h5:/dataset")->required();
@@ -621,6 +627,10 @@ int main(int argc, char** argv) {
   CLI::Option* out_option = apply->add_option("-o,--output", out_path, "output: path.npy or file.h5:/dataset");
   CLI::Option* in_place_flag = apply->add_flag("--in-place", in_place, "modify ARRAY itself");
   out_option->excludes(in_place_flag);
+  apply->add_flag("--no-journal", no_journal,
+                  "with --in-place: keep no crash journal (faster; a run stopped half way leaves ARRAY partly "
+                  "rewritten, as numpy's a += 1 would)")
+      ->needs(in_place_flag);
   apply->add_flag("--json", json, "print one JSON object describing the result");
   apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
@@ -694,7 +704,7 @@ int main(int argc, char** argv) {
   if (!job->prints()) common.progress = false;
   try {
     if (info->parsed()) return run_info(path, json);
-    if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, json);
+    if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, no_journal, json);
     if (eval->parsed()) return run_eval(*job, common, expr, bound, out_path, json);
     return run_reduce(*job, common, op, reduce_args, path, json);
   } catch (const ooc::Cancelled& e) {

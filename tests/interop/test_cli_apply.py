@@ -43,6 +43,13 @@ class InPlaceTest(unittest.TestCase):
                 continue  # numpy refuses bool += 1; test_cli_errors checks that ooc does too
             self.in_place("add-one", 1, sample(dtype, (40000,), seed=3), "--tile-bytes", "16K")
 
+    def test_in_place_without_a_journal_gives_the_same_bytes_and_leaves_no_journal(self):
+        for dtype in ("<f8", ">f4", "<i2", "|u1", ">f2"):
+            self.in_place("add-one", 1, sample(dtype, (40000,), seed=4), "--tile-bytes", "16K", "--no-journal")
+        self.in_place("scale:3", 3, np.asfortranarray(sample(">i4", (900, 11), seed=9)), "--tile-bytes", "8K",
+                      "--no-journal", "--threads", "3")
+        self.assertEqual([n for n in os.listdir(self.tmp.path) if ".ooc-" in n], [])
+
     def test_in_place_keeps_a_big_endian_file_big_endian(self):
         a = sample(">f8", (3, 5), seed=1)
         self.in_place("add:2.5", 2.5, a)

@@ -427,6 +427,9 @@ class UsageErrorTest(CliCase):
     def test_output_together_with_in_place(self):
         self.usage("apply", "add-one", self.good, "-o", "out.npy", "--in-place", words=["in-place"])
 
+    def test_no_journal_without_in_place(self):
+        self.usage("apply", "add-one", self.good, "-o", "out.npy", "--no-journal", words=["--no-journal", "--in-place"])
+
     def test_tile_bytes_with_bad_unit(self):
         self.usage("reduce", "sum", self.good, "--tile-bytes", "12Q", words=["--tile-bytes", "12Q"])
         self.usage("apply", "add-one", self.good, "-o", "out.npy", "--tile-bytes", "12Q", words=["12Q"])

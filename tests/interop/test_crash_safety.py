@@ -171,6 +171,22 @@ class InterruptTest(Case):
         with open(self.path("a.npy"), "rb") as f:
             self.assertEqual(f.read(), npy_bytes(a + 1))
 
+    def test_sigterm_during_an_in_place_run_without_a_journal_says_the_array_may_be_partly_rewritten(self):
+        a = np.random.default_rng(6).standard_normal(4 << 20)
+        self.save("a.npy", a)
+        p = self.start_paused("apply", "add-one", "a.npy", "--in-place", "--no-journal", "--threads", "2",
+                              "--tile-bytes", "256K")
+        rc, out, err = self.finish(p, after_signal=signal.SIGTERM)
+        self.assertEqual(rc, 143, err)
+        line = self.last_line(err)
+        self.assertIn("a.npy: SIGTERM: cancelled after ", line)
+        self.assertIn("the array may be partly rewritten (--no-journal: the run cannot be resumed)", line)
+        self.assertEqual(leftovers(self.dir), [])
+        # What a stopped run without a journal leaves: every element is a or a + 1, some of both.
+        b = np.load(self.path("a.npy"))
+        self.assertTrue(np.all((b == a) | (b == a + 1)))
+        self.assertTrue(np.any(b == a + 1) and np.any(b == a))
+
     def test_ctrl_c_before_any_tile_leaves_the_array_unchanged_and_no_journal(self):
         a = np.arange(1000.0)
         self.save("a.npy", a)
@@ -319,6 +335,9 @@ class JournalConflictTest(Case):
         err = self.refused("apply", "add:2", "a.npy", "--in-place")
         self.assertIn("did not finish", err)
 
+    def test_an_in_place_run_without_a_journal_is_refused_too(self):
+        self.refused("apply", "add-one", "a.npy", "--in-place", "--no-journal")
+
     def test_reading_a_half_rewritten_array_is_refused(self):
         self.refused("reduce", "sum", "a.npy")
         self.refused("apply", "scale:2", "a.npy", "-o", "out.npy")
@@ -423,11 +442,26 @@ class ConcurrencyTest(Case):
         with open(self.path("a.npy"), "rb") as f:
             self.assertEqual(f.read(), npy_bytes(a + 1))
 
+    def test_an_in_place_run_without_a_journal_holds_the_array_as_one_with_a_journal_does(self):
+        a = np.random.default_rng(12).standard_normal(1 << 20)
+        self.save("a.npy", a)
+        first = self.start_paused("apply", "add-one", "a.npy", "--in-place", "--no-journal", "--tile-bytes", "64K",
+                                  "--threads", "2")
+        self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
+        self.assert_refused(["reduce", "sum", "a.npy"], "a.npy: is being rewritten in place by another run")
+        self.assertEqual(leftovers(self.dir), [])
+        rc, _, err = self.finish(first)
+        self.assertEqual(rc, 0, err)
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertEqual(f.read(), npy_bytes(a + 1))
+
     def test_an_in_place_run_does_not_start_under_a_reader(self):
         a = np.random.default_rng(11).standard_normal(1 << 20)
         self.save("a.npy", a)
         reader = self.start_paused_reader("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1")
         self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
+        self.assert_refused(["apply", "add-one", "a.npy", "--in-place", "--no-journal"],
+                            "a.npy: is in use by another run")
         self.assertEqual(leftovers(self.dir), [])
         rc, out, err = self.finish(reader)
         self.assertEqual(rc, 0, err)

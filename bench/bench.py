@@ -132,7 +132,9 @@ class Bench:
 
     def measure(self, name, nbytes, commands, cold=False, limit=None, cgroup=None, prepare=None):
         """commands: {label: argv}. Runs every label once per repetition, in a rotating
-        order, and records the median seconds (and peak RSS) of each."""
+        order, and records the median seconds (and peak RSS) of each. A "limit" label is a
+        probe taking its turn with the others: this shared disk's speed drifts over minutes,
+        so a disk-bound row is compared with the disk as it was during that row."""
         seconds = {label: [] for label in commands}
         peaks = {label: [] for label in commands}
         labels = list(commands)
@@ -177,6 +179,9 @@ class Bench:
                     best.setdefault((p["probe"], p["threads"]), []).append(p["gbps"])
         self.limits = {key: statistics.median(values) for key, values in best.items()}
 
+    def read_probe(self, path):
+        return [self.probe, "read", path]
+
     def limit(self, probe):
         threads = os.cpu_count() if probe in ("memory_read", "mapped_sum", "mapped_add") else 1
         return self.limits.get((probe, threads))
@@ -217,18 +222,22 @@ class Bench:
                      "dask": self.peer("dask", "sum", matrix)}
         self.measure("sum, warm", nbytes, sum_peers, limit=self.limit("mapped_sum"))
         if not self.args.smoke:
-            self.measure("sum, cold", nbytes, sum_peers, cold=True, limit=self.limit("direct_read"))
+            self.measure("sum, cold", nbytes, {**sum_peers, "limit": self.read_probe(matrix)}, cold=True)
         self.measure("mean over axis 0 of (N, 8), warm", nbytes,
                      {"ooc": self.ooc("reduce", "mean", matrix, "--axis", "0"),
                       "numpy": self.peer("numpy", "mean_axis0", matrix),
                       "dask": self.peer("dask", "mean_axis0", matrix)},
                      limit=self.limit("mapped_sum"))
+        self.notes.append("limit probe: for the cold rows and the new-file add-one, O_DIRECT reads (writes) of the "
+                          "same bytes taking turns with the peers in that row (the disk's speed drifts over "
+                          "minutes); for the warm rows, the probes run at the start")
         self.subset(nbytes)
         self.measure("add-one into a new file, durable", nbytes,
                      {"ooc": self.ooc("apply", "add-one", matrix, "-o", out),
                       "numpy": self.peer("numpy", "add_one", matrix, out),
-                      "dask": self.peer("dask", "add_one", matrix, out)},
-                     limit=self.limit("direct_write"), prepare=lambda _: os.path.exists(out) and os.remove(out))
+                      "dask": self.peer("dask", "add_one", matrix, out),
+                      "limit": [self.probe, "write", out, str(nbytes)]},
+                     prepare=lambda _: os.path.exists(out) and os.remove(out))
         self.measure("add-one in place, flushed, no journal", nbytes,
                      {"ooc": self.ooc("apply", "add-one", inplace, "--in-place", "--no-journal"),
                       "numpy": self.peer("numpy", "add_one_in_place", inplace)},
@@ -266,11 +275,13 @@ class Bench:
         nbytes = os.path.getsize(wide) - 128
         selection = "[::5, [0, 9, 18, 27, 36]]"
         for cold in ((False,) if self.args.smoke else (False, True)):
-            self.measure(f"sum of a[::5, 5 of 40 columns], {'cold' if cold else 'warm'}", nbytes,
-                         {"ooc": self.ooc("reduce", "sum", wide + selection),
-                          "numpy": self.peer("numpy", "subset_sum", wide),
-                          "h5py": self.peer("h5py", "subset_sum", f"{h5}:/contiguous")},
-                         cold=cold, limit=self.limit("mapped_sum" if not cold else "direct_read"))
+            peers = {"ooc": self.ooc("reduce", "sum", wide + selection),
+                     "numpy": self.peer("numpy", "subset_sum", wide),
+                     "h5py": self.peer("h5py", "subset_sum", f"{h5}:/contiguous")}
+            if cold:
+                peers["limit"] = self.read_probe(wide)
+            self.measure(f"sum of a[::5, 5 of 40 columns], {'cold' if cold else 'warm'}", nbytes, peers,
+                         cold=cold, limit=self.limit("mapped_sum"))
         self.notes.append("subset rows: numpy is fancy indexing on a memmap (`a[::5][:, cols].sum()`), h5py "
                           "reads hyperslabs `d[i:j:5, cols]` of 64 MiB of rows each; ooc reads "
                           f"`wide.npy{selection}`")
@@ -286,8 +297,9 @@ class Bench:
         try:
             row = self.measure(f"sum, cold, in a {CGROUP_BYTES >> 30} GiB cgroup", nbytes,
                                {"ooc": self.ooc("reduce", "sum", matrix), "numpy": self.peer("numpy", "sum", matrix),
-                                "dask": self.peer("dask", "sum", matrix)},
-                               cold=True, cgroup=cgroup, limit=self.limit("direct_read"))
+                                "dask": self.peer("dask", "sum", matrix),
+                                "limit": self.read_probe(matrix)},
+                               cold=True, cgroup=cgroup)
             self.notes.append("peak memory of the cgroup (page cache included) in that row: " + ", ".join(
                 f"{label} {row[label + '_peak'] / 2**20:.0f} MiB" for label in ("ooc", "numpy", "dask")))
         finally:

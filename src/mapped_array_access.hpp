@@ -1,6 +1,6 @@
 #pragma once
 // What the pipeline and the in-place journal need of a MappedArray beyond its public
-// face: page advice over element ranges, write-back and syncing, the file descriptor.
+// face: page advice over element ranges, syncing, the file descriptor.
 
 #include "ooc/mapped_array.hpp"
 #include "os/file.hpp"
@@ -32,8 +32,6 @@ class MappedArrayAccess {
   static std::byte* writable_data(const MappedArray& array);
   /// How much of the array's mapping is in the page cache (0..1).
   static double cached_fraction(const MappedArray& array);
-  /// Starts write-back of the bytes that hold elements [begin, end) (writable arrays only).
-  static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
   /// Writes the elements [begin, end) of a writable array to disk and waits.
   static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
 

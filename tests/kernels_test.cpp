@@ -368,7 +368,7 @@ TEST_CASE("reductions handed on from part to part as bytes give the single-proce
                            "all", "nansum", "nanmean", "nanmin", "nanmax", "norm"}) {
       for (std::uint64_t tile : {std::uint64_t{64 << 10}, std::uint64_t{256 << 10}}) {
         const ooc::Scalar whole = ooc::kernels::ReduceOp::parse(op).run(a, with(2, tile));
-        for (int parts : {1, 2, 3, 4, 7, 40}) {
+        for (int parts : ooc::testing::kSanitized ? std::vector<int>{3, 40} : std::vector<int>{1, 2, 3, 4, 7, 40}) {
           CAPTURE(name);
           CAPTURE(op);
           CAPTURE(tile);

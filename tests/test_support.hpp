@@ -8,6 +8,21 @@
 
 namespace ooc::testing {
 
+// True in the AddressSanitizer tree (clang -O0), where the widest sweeps take a sample of
+// their cases: the plain tree runs all of them.
+#if defined(__SANITIZE_ADDRESS__)
+#define OOC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OOC_TEST_ASAN 1
+#endif
+#endif
+#ifdef OOC_TEST_ASAN
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 class ScratchDir {
  public:
   ScratchDir() {

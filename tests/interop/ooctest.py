@@ -24,9 +24,11 @@ SANITIZED = os.environ.get("OOC_TEST_SANITIZED") == "1"
 
 
 def thin(cases):
-    """`cases` as a list: all of them, or every third (the first included) under ASan."""
+    """`cases` as a list: all of them, or every fifth (the first included) under ASan, where
+    each oocrun costs ~10x more. 5 shares no factor with the sweeps' sizes (21 dtypes,
+    7 shapes x 2 orders, 3 x 2, 4 versions), so the sample still walks every dimension."""
     cases = list(cases)
-    return cases[::3] if SANITIZED else cases
+    return cases[::5] if SANITIZED else cases
 
 
 def run(*args, check=True):

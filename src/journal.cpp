@@ -141,15 +141,28 @@ std::string finish_hint(const Header& h, const std::string& array_path) {
 
 }  // namespace
 
+namespace {
+
+// The file a symbolic link names, so that a run started through one name of the array
+// and resumed through another finds the same journal; any other path as it is.
+std::string link_target(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(path, ec)) return path;
+  const std::filesystem::path target = std::filesystem::canonical(path, ec);
+  return ec ? path : target.string();
+}
+
+}  // namespace
+
 std::string journal_path(const std::string& array_path) {
   // An HDF5 dataset's journal sits beside its file, the dataset's path folded into the
   // name: run.h5:/sim/p -> run.h5%sim%p.ooc-journal.
   if (const auto dataset = hdf5::split(array_path)) {
     std::string name = dataset->dataset;
     std::replace(name.begin(), name.end(), '/', '%');
-    return dataset->file + name + ".ooc-journal";
+    return link_target(dataset->file) + name + ".ooc-journal";
   }
-  return array_path + ".ooc-journal";
+  return link_target(array_path) + ".ooc-journal";
 }
 
 struct InPlaceJournal::Impl {

@@ -292,3 +292,24 @@ TEST_CASE("a damaged journal is an error, not a guess") {
   std::ofstream(path + ".ooc-journal") << "garbage";
   check_open_refused(path, kCommand, "journal is damaged");
 }
+
+TEST_CASE("a run started through a symbolic link is resumed through the file's own name, and the other way") {
+  const Scratch scratch(4 * kTile);
+  const std::string link = scratch.dir.file("link.npy");
+  std::filesystem::create_symlink(scratch.path, link);
+  stopped_run(link);
+  CHECK(std::filesystem::exists(scratch.path + ".ooc-journal"));  // beside the file, not the link
+  CHECK(ooc::journal_path(link) == ooc::journal_path(scratch.path));
+  {
+    const ooc::MappedArray reader = ooc::map_file(link);
+    CHECK_THROWS_WITH_AS(ooc::check_not_in_place(reader), doctest::Contains("did not finish"), ooc::Error);
+  }
+  {
+    InPlace run(scratch.path, 2);
+    auto& [a, o, journal] = run;
+    CHECK(journal->resumed());
+    add_one_to_the_end(a, *journal, o);
+  }
+  const auto v = values(scratch.path);
+  for (std::int64_t i = 0; i < 4 * kTile; ++i) REQUIRE(v[static_cast<std::size_t>(i)] == static_cast<double>(i) + 1);
+}

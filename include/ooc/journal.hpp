@@ -76,7 +76,8 @@ void check_not_in_place(const MappedArray& array);
 void lock_for_in_place(const MappedArray& array);
 
 /// The journal's path for an array at `array_path`: ARRAY.ooc-journal, or for an HDF5
-/// dataset FILE%group%name.ooc-journal beside its file.
+/// dataset FILE%group%name.ooc-journal beside its file; beside the file a symbolic link
+/// names, not beside the link.
 std::string journal_path(const std::string& array_path);
 
 }  // namespace ooc

@@ -25,9 +25,6 @@ namespace {
 // Every record carries a checksum of its bytes, the slot header one of the slot's data
 // too, so a record torn by a power cut reads as absent, never as wrong.
 constexpr std::uint64_t kBlock = 4096;
-
-constexpr const char* kInUseByAnotherRun =
-    "is in use by another run (being read, or rewritten in place); try again when it has finished";
 constexpr std::uint64_t kProgressAt = kBlock;
 constexpr std::uint64_t kProgressStride = 512;
 constexpr std::uint64_t kSlotsAt = 2 * kBlock;
@@ -135,13 +132,12 @@ bool read_progress(int fd, const std::string& path, ProgressRecord& best) {
   return found;
 }
 
+constexpr const char* kInUseByAnotherRun =
+    "is in use by another run (being read, or rewritten in place); try again when it has finished";
+
 std::string finish_hint(const Header& h, const std::string& array_path) {
   return "finish it by running `" + text_of(h.command) + " " + array_path + "` again";
 }
-
-}  // namespace
-
-namespace {
 
 // The file a symbolic link names, so that a run started through one name of the array
 // and resumed through another finds the same journal; any other path as it is.

@@ -68,9 +68,10 @@ namespace detail {
 
 /// The arrays a run streams through, and where each tile's bytes are. Mapped arrays:
 /// pages of the tiles ahead are requested before the kernels need them, pages behind the
-/// commit point are dropped from the resident set. Arrays that are not mapped (chunked HDF5) or read and written
-/// directly (Io::direct): each tile in flight has its own reused buffer, filled by a read
-/// before its kernel runs and, for an output, written in tile order at commit.
+/// commit point are dropped from the resident set, and an output tile's pages are made
+/// writable before its kernel runs. Arrays that are not mapped (chunked HDF5) or read and
+/// written directly (Io::direct): each tile in flight has its own reused buffer, filled by
+/// a read before its kernel runs and, for an output, written in tile order at commit.
 class Streams {
  public:
   Streams(const TilePlan& plan, const PipelineOptions& options);

@@ -282,7 +282,7 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     // --no-journal the run writes each tile once, as numpy's `a += 1` does, and a run
     // stopped half way leaves the array partly rewritten.
     std::unique_ptr<ooc::InPlaceJournal> journal;
-    if (no_journal && job.journals_in_place()) {
+    if (job.journals_in_place() && no_journal) {
       ooc::lock_for_in_place(a);
     } else if (job.journals_in_place()) {
       journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);

@@ -52,7 +52,6 @@ void sync_file(int fd, const std::string& path);
 void sync_directory(const std::filesystem::path& directory);
 void rename_file(const std::filesystem::path& from, const std::filesystem::path& to);
 
-
 /// fdatasync: the file's data (and the size) are on disk when it returns.
 void sync_data(int fd, const std::string& path);
 /// Removes a file; a file that is already gone is not an error.

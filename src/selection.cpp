@@ -216,10 +216,14 @@ struct Span {
 
 // Groups runs into spans: a gap of up to `gap` elements between a run and the span being
 // built is read through; a larger one starts a new span. A strided run whose own gaps
-// are larger is taken element by element. flush(span, runs) gets each span and its runs.
+// are larger is taken element by element. flush(span, runs) gets each span and its runs;
+// a builder that only advises or counts spans keeps no runs (Runs::dropped), since
+// keeping one per row of a dense selection made the serial prefetch stage the
+// bottleneck, filling fresh pages with them.
 class SpanBuilder {
  public:
-  explicit SpanBuilder(std::int64_t gap) : gap_(gap) {}
+  enum class Runs { kept, dropped };
+  explicit SpanBuilder(std::int64_t gap, Runs runs = Runs::kept) : gap_(gap), keep_runs_(runs == Runs::kept) {}
 
   template <class Flush>
   void add(const Run& run, Flush&& flush) {
@@ -230,29 +234,33 @@ class SpanBuilder {
     }
     const std::int64_t last = run.first + (run.count - 1) * run.step;
     const std::int64_t lo = std::min(run.first, last), hi = std::max(run.first, last);
-    if (!runs_.empty()) {
+    if (open_) {
       const std::int64_t distance = std::max(lo - span_.hi, span_.lo - hi) - 1;
       if (distance <= gap_) {
         span_.lo = std::min(span_.lo, lo);
         span_.hi = std::max(span_.hi, hi);
-        runs_.push_back(run);
+        if (keep_runs_) runs_.push_back(run);
         return;
       }
       finish(flush);
     }
     span_ = Span{lo, hi};
-    runs_.push_back(run);
+    open_ = true;
+    if (keep_runs_) runs_.push_back(run);
   }
 
   template <class Flush>
   void finish(Flush&& flush) {
-    if (runs_.empty()) return;
+    if (!open_) return;
     flush(span_, runs_);
     runs_.clear();
+    open_ = false;
   }
 
  private:
   std::int64_t gap_;
+  bool keep_runs_;
+  bool open_ = false;
   Span span_{0, 0};
   std::vector<Run> runs_;
 };
@@ -450,7 +458,7 @@ class SelectionReader final : public detail::TileReader {
 
   void will_need(std::int64_t begin, std::int64_t end) override {
     if (!source_.mapped()) return;
-    SpanBuilder spans(gap_);
+    SpanBuilder spans(gap_, SpanBuilder::Runs::dropped);
     auto advise = [&](const Span& span, const std::vector<Run>&) {
       detail::MappedArrayAccess::advise(source_, span.lo, span.hi + 1, os::Advice::will_need);
     };
@@ -469,7 +477,7 @@ class SelectionReader final : public detail::TileReader {
     const std::int64_t sampled = std::min(layout_.size, kSampled);
     std::int64_t runs = 0, spans = 0, touched = 0;
     std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
-    SpanBuilder builder(gap_);
+    SpanBuilder builder(gap_, SpanBuilder::Runs::dropped);
     auto count = [&](const Span& span, const std::vector<Run>&) {
       ++spans;
       touched += span.hi - span.lo + 1;

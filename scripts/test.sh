@@ -2,7 +2,7 @@
 # Fresh machine to green: installs what is missing, builds, runs the whole test suite.
 # Then runs the suite once more in a second tree built with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer (build-sanitize/), with the .npy header, expression and
-# selection fuzzers (OOC_FUZZ_SECONDS, default 20 each).
+# selection fuzzers (OOC_FUZZ_SECONDS, default 10 each).
 # OOC_SANITIZE=0 skips that tree. The sanitized tree compiles while the plain tree's
 # tests run (those wait on fsync, subprocesses and mpirun as much as on the CPU).
 set -euo pipefail
@@ -17,7 +17,7 @@ if [ "${OOC_SANITIZE:-1}" != 0 ]; then
   # against 119 s; the whole tree took 10.5 min at -O1, 4.6 at -O0).
   cmake -S . -B "$SANITIZE_DIR" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=None \
     -DCMAKE_CXX_FLAGS="-O0 -gline-tables-only" \
-    -DOOC_SANITIZE=ON -DOOC_FUZZ=ON -DOOC_FUZZ_SECONDS="${OOC_FUZZ_SECONDS:-20}" -DOOC_PARSER_FUZZ_SECONDS="${OOC_FUZZ_SECONDS:-20}" >/dev/null
+    -DOOC_SANITIZE=ON -DOOC_FUZZ=ON -DOOC_FUZZ_SECONDS="${OOC_FUZZ_SECONDS:-10}" -DOOC_PARSER_FUZZ_SECONDS="${OOC_FUZZ_SECONDS:-10}" >/dev/null
   cmake --build "$SANITIZE_DIR" -j"$(nproc)" >"$SANITIZE_DIR/build.log" 2>&1 &
   build_pid=$!
 fi

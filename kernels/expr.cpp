@@ -552,6 +552,12 @@ void Expression::Impl::check_ufunc(Node& n) {
     const Node& x = nodes[static_cast<std::size_t>(n.args[0])];
     n.dtype = x.dtype;
     n.shape = x.shape;
+    if (x.is_constant()) {  // a 0-d array to the power 1: that array's value
+      n.kind = Node::Kind::constant;
+      n.ndarray = x.ndarray;
+      n.python = x.python;
+      n.value = x.value;
+    }
     return;
   }
   if (n.kind == Node::Kind::ones) {

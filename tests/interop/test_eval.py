@@ -47,6 +47,8 @@ EXPRESSIONS = [
     "h ** 2", "h ** 0.5", "a ** -1", "a ** 0", "a ** 1", "u ** 3", "i + u", "i * u - 1", "where(a > 0, a, -a)",
     "where(q, i, 1.5)", "where(i > 0, i, 0)", "-i", "-(i)", "+i", "abs(i)", "-2**2", "2**-1 * a", "1/2 + a", "m*i",
     "m*2 + i", "k*i", "(k*300)*i", "i * (2*3)", "h + 1", "h * m", "sqrt(i)", "exp(h)", "q + q", "q * 2", "q ** 2",
+    # a 0-d array through numpy's ** fast paths (once a crash)
+    "m ** 1", "m ** 1.0 + b", "m ** -1", "m ** 0.5", "m ** 0",
     "q < i", "a < b", "a == c", "a != a", "i >= -3", "clip(a, -1, 1)", "clip(i, 0, 300)", "sin(c) + cos(c)",
     "log1p(abs(a))", "z + c", "z*2", "w + z", "u + w", "k ** 2", "m ** 2", "m*m", "sqrt(4)", "2*3", "7 / 2",
     "2 ** 62 / 2 ** 61", "where(1 < 2, 3, 4.5)", "a + z", "e * 2", "e + b", "((a))", "a*(b+1)/(c-2)",
@@ -56,6 +58,7 @@ REDUCED = [
     "sum(a*b)", "sum(c*c)", "sum(a*c)", "mean(i)", "min(a-c)", "max(c)", "argmax(c*2)", "argmin(z)", "var(c)",
     "std(c - 1)", "count_nonzero(q)", "any(i > 100)", "all(i > -200)", "nansum(a)", "nanmean(a*2)", "nanmin(a)",
     "nanmax(a)", "norm(c)", "prod(b/b)", "sum(i)", "sum(h*h)", "sum(m*2)", "mean(e)", "sum(where(q, c, 0))",
+    "sum(m ** 1.0)",
 ]
 
 

@@ -18,6 +18,7 @@
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/reductions.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -145,17 +146,29 @@ struct VarFold {
   Var var;
   using Input = double;
   struct Acc {
+    double shift;  // the first row's value: Welford's update runs on x - shift
     double mean;
     double m2;
+    bool finite;   // every value so far finite
   };
-  Acc init() const { return {0, 0}; }
-  void step(Acc& a, Input x, std::int64_t row) const {  // Welford's update
-    const double delta = x - a.mean;
+  Acc init() const { return {0, 0, 0, true}; }
+  // Welford's update of the values less the first one: on data with a large offset
+  // (1e12 + U(0, 1)) the deviations of the values themselves from their running mean
+  // lose digits the shifted ones keep.
+  void step(Acc& a, Input x, std::int64_t row) const {
+    if (row == 0) a.shift = x;
+    a.finite = a.finite && std::isfinite(x);
+    const double y = x - a.shift;
+    const double delta = y - a.mean;
     a.mean += delta / static_cast<double>(row + 1);
-    a.m2 += delta * (x - a.mean);
+    a.m2 += delta * (y - a.mean);
   }
   Scalar finish(const Acc& a, std::int64_t rows) const {
-    return var.template result<T>(Moments{rows, a.mean, a.m2});
+    double m2 = a.m2;
+    // Finite values whose differences overflow: numpy's squared deviations are infinite
+    // (where the update met inf - inf, or -inf, here).
+    if (a.finite && !(m2 >= 0 && m2 < INFINITY)) m2 = INFINITY;
+    return var.template result<T>(Moments{rows, a.shift + a.mean, m2});
   }
 };
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 namespace ooc::kernels {
 
@@ -15,16 +17,35 @@ Moments Moments::of_block(const ConstArrayMap<double>& x) {
   const std::int64_t n = x.size();
   Moments block;
   if (n == 0) return block;
+  const double count = static_cast<double>(n);
   block.count = n;
-  block.mean = pairwise_sum<double>(x.data(), n) / static_cast<double>(n);
+  block.mean = pairwise_sum<double>(x.data(), n) / count;
   double* deviations = reinterpret_cast<double*>(ooc::detail::scratch(3, sizeof(double) * static_cast<std::size_t>(n)));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double d = x[i] - block.mean;
-    deviations[i] = d * d;
-  }
+  for (std::int64_t i = 0; i < n; ++i) deviations[i] = x[i] - block.mean;
+  const double deviation_sum = pairwise_sum<double>(deviations, n);
+  for (std::int64_t i = 0; i < n; ++i) deviations[i] *= deviations[i];
   block.m2 = pairwise_sum<double>(deviations, n);
+  // Where the values or their sum overflowed the sum of deviations is infinite or NaN,
+  // and the variance is already what numpy's is (infinite, or NaN).
+  if (std::isfinite(deviation_sum)) {
+    block.mean_low = deviation_sum / count;
+    block.m2 -= deviation_sum * block.mean_low;
+  }
   return block;
 }
+
+namespace {
+
+// a + b as the rounded sum and what its rounding lost (Knuth's TwoSum, exact in IEEE
+// arithmetic whatever the magnitudes).
+std::pair<double, double> two_sum(double a, double b) {
+  const double sum = a + b;
+  const double b_rounded = sum - a;
+  const double lost = (a - (sum - b_rounded)) + (b - b_rounded);
+  return {sum, std::isfinite(lost) ? lost : 0.0};
+}
+
+}  // namespace
 
 void Moments::merge(const Moments& right) {
   if (right.count == 0) return;
@@ -35,8 +56,10 @@ void Moments::merge(const Moments& right) {
   const double n_left = static_cast<double>(count);
   const double n_right = static_cast<double>(right.count);
   const double n = n_left + n_right;
-  const double delta = right.mean - mean;
-  mean += delta * (n_right / n);
+  // The means' difference from their high parts (exact when they are close) and then
+  // their low parts: precise even where the means share most of their digits.
+  const double delta = (right.mean - mean) + (right.mean_low - mean_low);
+  std::tie(mean, mean_low) = two_sum(mean, mean_low + delta * (n_right / n));
   m2 += right.m2 + delta * delta * (n_left * n_right / n);
   count += right.count;
 }

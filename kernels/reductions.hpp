@@ -359,9 +359,17 @@ struct Moments {
   std::int64_t count = 0;
   double mean = 0;
   double m2 = 0;
+  /// What rounding `mean` left out (mean + mean_low is the mean to about twice double's
+  /// precision). Merging needs the difference of two blocks' means, and on data with a
+  /// large common offset (timestamps near 1.7e12, sensor readings with a bias) that
+  /// difference lies in the last digits of the rounded means: merging them alone lost
+  /// 3e-6 of a variance of 1e12 + U(0, 1) values, where numpy's two passes lose 5e-11.
+  double mean_low = 0;
 
-  /// The moments of one block: its mean and squared deviations taken in two passes over
-  /// the block (in cache), with pairwise sums.
+  /// The moments of one block: its mean, then the deviations from that rounded mean,
+  /// whose sum corrects both the mean (mean_low) and the squared deviations (the
+  /// corrected two-pass algorithm of Chan, Golub and LeVeque), with pairwise sums over
+  /// the block (in cache).
   static Moments of_block(const ConstArrayMap<double>& x);
   /// Adds the moments of the values just after these.
   void merge(const Moments& right);

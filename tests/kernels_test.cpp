@@ -529,6 +529,32 @@ TEST_CASE("Moments merged block by block agree with a two-pass variance") {
   CHECK(std::isnan(ooc::kernels::Moments{}.variance(0)));
 }
 
+TEST_CASE("Moments keep the variance of values with a large common offset") {
+  // Timestamps in milliseconds, or readings with a bias: 1e12 + U(0, 1). The reference
+  // takes two passes over the values less the offset (exact differences), in long
+  // double: a mean of the values themselves rounded to a double can be 6e-5 off at
+  // 1e12, which puts n * 6e-5^2 (4e-8 of it) into the squared deviations.
+  for (double offset : {1e6, 1e8, 1e10, 1e12}) {
+    CAPTURE(offset);
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> unit(0, 1);
+    std::vector<double> values(20000);
+    for (double& v : values) v = offset + unit(rng);
+    ooc::kernels::Moments m;
+    for (std::size_t at = 0; at < values.size(); at += 8192) {
+      const auto n = static_cast<Eigen::Index>(std::min<std::size_t>(8192, values.size() - at));
+      m.merge(ooc::kernels::Moments::of_block(ooc::ConstArrayMap<double>(values.data() + at, n)));
+    }
+    long double mean = 0;
+    for (double v : values) mean += v - offset;
+    mean /= static_cast<long double>(values.size());
+    long double m2 = 0;
+    for (double v : values) m2 += (v - offset - mean) * (v - offset - mean);
+    const double exact = static_cast<double>(m2 / static_cast<long double>(values.size()));
+    CHECK(m.variance(0) == doctest::Approx(exact).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("var of float16 overflows to infinity where numpy's float16 sums do") {
   ScratchDir dir;
   std::vector<ooc::half> big(2000, ooc::half(300.0f));

@@ -32,10 +32,8 @@ class StateWriter {
 
  private:
   void append(const void* data, std::size_t n) {
-    if (n == 0) return;
-    const std::size_t at = bytes_.size();
-    bytes_.resize(at + n);
-    std::memcpy(bytes_.data() + at, data, n);
+    const auto* first = static_cast<const std::byte*>(data);
+    bytes_.insert(bytes_.end(), first, first + n);
   }
 
   std::vector<std::byte> bytes_;

@@ -112,6 +112,23 @@ class AxisTest(unittest.TestCase):
             tall = np.ascontiguousarray(a.T) if order == "F" else np.asfortranarray(a.T)
             self.check(tall, ["sum", "mean", "max", "argmax"], "--tile-bytes", "8K", "--threads", "2")
 
+    def test_var_along_rows_of_offset_or_overflowing_values(self):
+        # Columns folded row by row (axis 0 of a C array): values with a large offset
+        # keep their digits, and finite values whose squares overflow give numpy's inf.
+        rng = np.random.default_rng(12)
+        offset = np.ascontiguousarray(1e8 + rng.random((3001, 4)))
+        counts = np.array([[65535, 7], [65534, 8], [65534, 9]], dtype=">u2")
+        top = np.finfo("<f8").max
+        huge = np.array([[top, top, -top, top], [-top, -top, 1.0, top], [0.0, top, top, -top]])
+        for a in (offset, counts, huge):
+            path = self.tmp.save("v.npy", a)
+            for op in ("var", "std"):
+                with self.subTest(op=op, dtype=a.dtype.str):
+                    got = np.array(run_json("reduce", op, path, "--axis", 0, "--tile-bytes", "4K")["value"])
+                    with np.errstate(all="ignore"):
+                        expected = REDUCTIONS[op](a, axis=0)
+                    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
     def test_threads_and_tile_sizes_do_not_change_a_bit(self):
         a = np.asfortranarray(sample("<f4", (4001, 3, 5), seed=1, nan=True))
         path = self.tmp.save("t.npy", a)

@@ -121,6 +121,18 @@ class ReduceTest(unittest.TestCase):
         proc = run("reduce", "var", two, "--ddof", "-1", check=False)
         self.assertEqual(proc.returncode, 2)
 
+    def test_var_keeps_its_digits_on_values_with_a_large_offset(self):
+        # Timestamps, or readings with a bias: the blocks' means share most of their
+        # digits, and merging them lost 7e-11 of the variance at 1e8 (numpy: 1e-15).
+        rng = np.random.default_rng(11)
+        for offset in (1e6, 1e8):
+            a = offset + rng.random(20011)
+            path = self.tmp.save("o.npy", a)
+            for op in ("var", "std"):
+                for threads in ("1", "3"):
+                    got = run_json("reduce", op, path, "--tile-bytes", "8K", "--threads", threads)["value"]
+                    np.testing.assert_allclose(got, REDUCTIONS[op](a), rtol=1e-12, err_msg=f"{op} at {offset}")
+
     def test_unknown_reductions_are_usage_errors(self):
         proc = run("reduce", "median", self.tmp.save("a.npy", np.arange(3.0)), check=False)
         self.assertEqual(proc.returncode, 2)

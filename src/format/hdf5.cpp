@@ -388,10 +388,19 @@ std::optional<DatasetPath> split(std::string_view text) {
 }
 
 bool is_hdf5_file(const std::string& path) {
+  // Where the HDF5 library looks: offset 0, then 512, 1024, 2048, ... (a file may start
+  // with a user block of such a size, as MATLAB v7.3 .mat files do).
   static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-  std::ifstream in(path, std::ios::binary);
-  char head[8] = {};
-  return in.read(head, sizeof head) && std::equal(head, head + 8, kSignature);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const std::streamoff size = in.tellg();
+  for (std::streamoff at = 0; at + 8 <= size; at = at == 0 ? 512 : 2 * at) {
+    char head[8] = {};
+    if (!in.seekg(at) || !in.read(head, sizeof head)) return false;
+    if (std::equal(head, head + 8, kSignature)) return true;
+    if (at == 0 && std::string_view(head, 6) == "\x93NUMPY") return false;  // a .npy's data is not searched
+  }
+  return false;
 }
 
 DatasetInfo describe(const std::string& file, const std::string& dataset) {

@@ -25,7 +25,8 @@ struct DatasetPath {
 };
 std::optional<DatasetPath> split(std::string_view text);
 
-/// True if `path` is a file that starts with the HDF5 signature.
+/// True if `path` holds the HDF5 signature where the library looks for it: at offset 0 or
+/// after a user block (512, 1024, 2048, ... bytes).
 bool is_hdf5_file(const std::string& path);
 
 /// What a dataset is and whether ooc can map it.

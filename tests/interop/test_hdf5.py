@@ -131,6 +131,37 @@ class ReadTest(Hdf5Case):
         text = run("info", path).stdout
         self.assertIn("3 dataset(s)", text)
 
+    def test_files_with_a_user_block_are_read_and_written_at_h5pys_offsets(self):
+        for size in (512, 1024, 4096):
+            path = self.tmp.file(f"ub{size}.h5")
+            a = sample("<f8", (30000,), seed=size)
+            with h5py.File(path, "w", userblock_size=size) as f:
+                f["pad"] = np.full(100, 3.0)
+                f["d"] = a
+                offset = f["d"].id.get_offset()
+            with open(path, "r+b") as f:  # the user block is the writer's: MATLAB puts a header there
+                f.write(b"MATLAB 7.3 MAT-file".ljust(size, b" "))
+            with h5py.File(path, "r") as f:
+                np.testing.assert_array_equal(f["d"][()], a)
+            with self.subTest(userblock=size):
+                info = run_json("info", f"{path}:/d")
+                self.assertTrue(info["mappable"])
+                self.assertEqual(info["data_offset"], offset)
+                self.assertEqual(len(run_json("info", path)["datasets"]), 2)
+                self.check_reductions(f"{path}:/d", a)
+                out = self.tmp.file(f"out{size}.npy")
+                run("apply", "add-one", f"{path}:/d", "-o", out, "--quiet")
+                np.testing.assert_array_equal(np.load(out), a + 1)
+                run("apply", "add-one", f"{path}:/d", "--in-place", "--quiet", "--tile-bytes", "16K")
+                run("apply", "add-one", f"{path}:/pad", "-o", f"{path}:/new/p", "--quiet")
+                with h5py.File(path, "r") as f:
+                    self.assertEqual(f.userblock_size, size)
+                    np.testing.assert_array_equal(f["d"][()], a + 1)
+                    np.testing.assert_array_equal(f["pad"][()], np.full(100, 3.0))
+                    np.testing.assert_array_equal(f["new/p"][()], np.full(100, 4.0))
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(size), b"MATLAB 7.3 MAT-file".ljust(size, b" "))
+
 
 class WriteTest(Hdf5Case):
     def test_outputs_are_datasets_h5py_reads_with_numpys_values(self):

@@ -198,9 +198,13 @@ std::string dataset_names(const std::string& file) {
 
 // Where the bytes of an HDF5 dataset are, checked to be inside the file; `streamed` is
 // set for a dataset that is read tile by tile instead.
-ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, int fd, bool& streamed) {
+ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, int fd, bool writable, bool& streamed) {
   const hdf5::DatasetInfo dataset = hdf5::describe(where.file, where.dataset);
   if (!dataset.readable) throw Error(path, "cannot be read: " + dataset.why_not_mappable);
+  // Its bytes, journal and lock would all be another file's: read through the library only.
+  if (writable && !dataset.elsewhere.empty())
+    throw UsageError(path, "is an external link to " + dataset.elsewhere +
+                               ", in another file: it cannot be modified in place (name that file's dataset)");
   streamed = !dataset.mappable;
   ArrayInfo info;
   info.format = "hdf5";
@@ -263,7 +267,7 @@ void MappedArray::Impl::open(const std::string& name, Access access) {
     if (!hdf5::is_hdf5_file(file))
       throw Error(file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
     bool streamed = false;
-    info = hdf5_layout(name, *dataset, fd.get(), streamed);
+    info = hdf5_layout(name, *dataset, fd.get(), writable, streamed);
     if (streamed) {
       if (writable) throw UsageError(name, "a chunked or compressed dataset cannot be modified in place");
       reader = hdf5::open_reader(file, dataset->dataset);
@@ -334,6 +338,9 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
   const bool existing = std::filesystem::exists(file);
   if (existing) {
     if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
+    if (const std::string other = hdf5::elsewhere(file, where->dataset); !other.empty())
+      throw UsageError(path, "leads through an external link to " + other +
+                                 ", in another file: ooc writes only into the file it names");
     if (hdf5::exists(file, where->dataset) && !overwrite)
       throw UsageError(path, "dataset already exists (--overwrite replaces it)");
     // Written under a hidden name inside the file and renamed when complete; the file's

@@ -38,6 +38,26 @@ TEST_CASE("only files with the HDF5 signature are HDF5 files") {
   CHECK(ooc::hdf5::is_hdf5_file(dir.file("y.h5")));
 }
 
+TEST_CASE("the HDF5 signature is found after a user block of 512, 1024, 2048, ... bytes") {
+  ScratchDir dir;
+  const std::string signature("\x89HDF\r\n\x1a\n", 8);
+  auto write = [&](const std::string& name, std::size_t at) {
+    std::string bytes(at, 'u');
+    bytes += signature + std::string(100, '\0');
+    std::ofstream(dir.file(name), std::ios::binary) << bytes;
+    return dir.file(name);
+  };
+  CHECK(ooc::hdf5::is_hdf5_file(write("at0.h5", 0)));
+  CHECK(ooc::hdf5::is_hdf5_file(write("at512.h5", 512)));
+  CHECK(ooc::hdf5::is_hdf5_file(write("at4096.h5", 4096)));
+  CHECK_FALSE(ooc::hdf5::is_hdf5_file(write("at256.h5", 256)));    // not where the library looks
+  CHECK_FALSE(ooc::hdf5::is_hdf5_file(write("at1536.h5", 1536)));  // nor here
+  std::string npy("\x93NUMPY", 6);  // a .npy whose data happens to hold the signature
+  npy += std::string(506, ' ') + signature;
+  std::ofstream(dir.file("a.npy"), std::ios::binary) << npy;
+  CHECK_FALSE(ooc::hdf5::is_hdf5_file(dir.file("a.npy")));
+}
+
 TEST_CASE("a created dataset is contiguous, allocated, and described with its dtype and offset") {
   ScratchDir dir;
   const ooc::DType big_i4(ooc::Kind::signed_int, 4, ooc::ByteOrder::big);

@@ -75,6 +75,29 @@ bool link_exists(hid_t file, const std::string& path) {
   return true;
 }
 
+// The library's number for the file an object (or a file) lies in: links may lead out of
+// the file that was opened (external links), and then the object's bytes are in another.
+unsigned long file_number(hid_t object) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info{};
+  if (H5Oget_info3(object, &info, H5O_INFO_BASIC) < 0) return 0;
+#else
+  H5O_info_t info{};
+  if (H5Oget_info2(object, &info, H5O_INFO_BASIC) < 0) return 0;
+#endif
+  return info.fileno;
+}
+
+// "other.h5:/data": where an object that lies in another file than `file` is, else "".
+std::string elsewhere(hid_t file, hid_t object) {
+  if (file_number(object) == file_number(file)) return "";
+  std::string name(static_cast<std::size_t>(std::max<ssize_t>(0, H5Fget_name(object, nullptr, 0))), '\0');
+  H5Fget_name(object, name.data(), name.size() + 1);
+  std::string path(static_cast<std::size_t>(std::max<ssize_t>(0, H5Iget_name(object, nullptr, 0))), '\0');
+  H5Iget_name(object, path.data(), path.size() + 1);
+  return (name.empty() ? std::string("another file") : name) + (path.empty() ? "" : ":" + path);
+}
+
 struct TypeAnswer {
   std::optional<DType> dtype;
   std::string text;
@@ -165,9 +188,10 @@ Id make_type(DType dtype) {
   return type;
 }
 
-DatasetInfo describe_open(hid_t dset, const std::string& name) {
+DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
   DatasetInfo info;
   info.name = name;
+  info.elsewhere = elsewhere(file, dset);
   Id type(H5Dget_type(dset), H5Tclose);
   const TypeAnswer t = classify(type.get());
   info.dtype = t.dtype;
@@ -209,13 +233,15 @@ DatasetInfo describe_open(hid_t dset, const std::string& name) {
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
   H5Dget_space_status(dset, &status);
   info.allocated = status == H5D_SPACE_STATUS_ALLOCATED;
-  const haddr_t offset = H5Dget_offset(dset);
-  if (offset != HADDR_UNDEF) info.offset = static_cast<std::uint64_t>(offset);
+  const haddr_t offset = H5Dget_offset(dset);  // in the dataset's own file, user block included
+  if (offset != HADDR_UNDEF && info.elsewhere.empty()) info.offset = static_cast<std::uint64_t>(offset);
   const bool empty = element_count(info.shape).value_or(0) == 0 && !null_space;
 
   if (!info.dtype) info.why_not_mappable = "its type (" + t.text + ") is not a number type ooc handles";
   else if (null_space) info.why_not_mappable = "it has a null dataspace (no elements, not even a shape)";
   else if (!missing_filter.empty()) info.why_not_mappable = missing_filter;
+  else if (!info.elsewhere.empty())
+    info.why_not_mappable = "it lies in another file, " + info.elsewhere + " (an external link)";
   else if (info.layout != "contiguous") info.why_not_mappable = "its layout is " + info.layout;
   else if (nfilters > 0) info.why_not_mappable = "it has filters";
   else if (H5Pget_external_count(dcpl.get()) > 0) info.why_not_mappable = "its data lives in external files";
@@ -245,7 +271,18 @@ herr_t collect(hid_t object, const char* name, const H5O_info_t* info, void* dat
   if (info->type != H5O_TYPE_DATASET) return 0;
   auto* found = static_cast<std::vector<DatasetInfo>*>(data);
   Id dset(H5Dopen2(object, name, H5P_DEFAULT), H5Dclose);
-  if (dset.valid()) found->push_back(describe_open(dset.get(), std::string("/") + name));
+  if (dset.valid()) found->push_back(describe_open(object, dset.get(), std::string("/") + name));
+  return 0;
+}
+
+// H5Ovisit walks hard links only: a dataset reached through an external link is found here.
+herr_t collect_external(hid_t group, const char* name, const H5L_info_t* info, void* data) {
+  if (info->type != H5L_TYPE_EXTERNAL) return 0;
+  Id object(H5Oopen(group, name, H5P_DEFAULT), H5Oclose);  // fails for a dangling link
+  if (!object.valid() || H5Iget_type(object.get()) != H5I_DATASET) return 0;
+  auto* found = static_cast<std::vector<DatasetInfo>*>(data);
+  Id dset(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
+  if (dset.valid()) found->push_back(describe_open(group, dset.get(), std::string("/") + name));
   return 0;
 }
 
@@ -388,17 +425,26 @@ std::optional<DatasetPath> split(std::string_view text) {
 }
 
 bool is_hdf5_file(const std::string& path) {
+  // Where the HDF5 library looks: offset 0, then 512, 1024, 2048, ... (a file may start
+  // with a user block of such a size, as MATLAB v7.3 .mat files do).
   static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-  std::ifstream in(path, std::ios::binary);
-  char head[8] = {};
-  return in.read(head, sizeof head) && std::equal(head, head + 8, kSignature);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const std::streamoff size = in.tellg();
+  for (std::streamoff at = 0; at + 8 <= size; at = at == 0 ? 512 : 2 * at) {
+    char head[8] = {};
+    if (!in.seekg(at) || !in.read(head, sizeof head)) return false;
+    if (std::equal(head, head + 8, kSignature)) return true;
+    if (at == 0 && std::string_view(head, 6) == "\x93NUMPY") return false;  // a .npy's data is not searched
+  }
+  return false;
 }
 
 DatasetInfo describe(const std::string& file, const std::string& dataset) {
   Session session;
   Id f = open_file(file, false);
   Id dset = open_dataset(f.get(), file, dataset);
-  return describe_open(dset.get(), dataset);
+  return describe_open(f.get(), dset.get(), dataset);
 }
 
 std::vector<DatasetInfo> list(const std::string& file) {
@@ -406,8 +452,26 @@ std::vector<DatasetInfo> list(const std::string& file) {
   Id f = open_file(file, false);
   std::vector<DatasetInfo> found;
   H5Ovisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, collect, &found);
+  H5Lvisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, collect_external, &found);
   std::sort(found.begin(), found.end(), [](const DatasetInfo& a, const DatasetInfo& b) { return a.name < b.name; });
   return found;
+}
+
+std::string elsewhere(const std::string& file, const std::string& name) {
+  Session session;
+  Id f = open_file(file, false);
+  // The deepest part of `name` that exists: the dataset itself, or the group it would go in.
+  for (std::string part = name; !part.empty(); part = part.substr(0, std::max<std::size_t>(1, part.rfind('/')))) {
+    if (part == "/" || link_exists(f.get(), part)) {
+      Id object(H5Oopen(f.get(), part.c_str(), H5P_DEFAULT), H5Oclose);
+      if (object.valid()) return elsewhere(f.get(), object.get());
+      H5L_info_t link{};
+      if (H5Lget_info(f.get(), part.c_str(), &link, H5P_DEFAULT) >= 0 && link.type == H5L_TYPE_EXTERNAL)
+        return "another file (a dangling external link)";
+    }
+    if (part == "/") break;
+  }
+  return "";
 }
 
 bool exists(const std::string& file, const std::string& name) {

@@ -25,12 +25,14 @@ struct DatasetPath {
 };
 std::optional<DatasetPath> split(std::string_view text);
 
-/// True if `path` is a file that starts with the HDF5 signature.
+/// True if `path` holds the HDF5 signature where the library looks for it: at offset 0 or
+/// after a user block (512, 1024, 2048, ... bytes).
 bool is_hdf5_file(const std::string& path);
 
 /// What a dataset is and whether ooc can map it.
 struct DatasetInfo {
   std::string name;                 // absolute path in the file
+  std::string elsewhere;            // "other.h5:/data" when links lead out of the file, else ""
   std::optional<DType> dtype;       // empty when the type is not one ooc handles
   std::string type_text;            // numpy-like name of the type, or what it is ("string")
   Shape shape;
@@ -66,6 +68,9 @@ std::uint64_t create_dataset(const std::string& file, const std::string& dataset
 void move_dataset(const std::string& file, const std::string& from, const std::string& to, bool replace);
 /// Deletes a link, ignoring one that does not exist.
 void delete_dataset(const std::string& file, const std::string& name);
+/// "other.h5:/data" when `name`, or the deepest group of it that exists, lies in another
+/// file than `file` (links lead there: an external link); "" when it lies in `file`.
+std::string elsewhere(const std::string& file, const std::string& name);
 /// True if `name` exists in `file` (as any object).
 bool exists(const std::string& file, const std::string& name);
 

@@ -131,6 +131,77 @@ class ReadTest(Hdf5Case):
         text = run("info", path).stdout
         self.assertIn("3 dataset(s)", text)
 
+    def make_linked_files(self):
+        """link.h5 holds a big dataset of its own, an external link to a dataset of
+        target.h5 (named as h5py users do, relative to the linking file), an external link
+        to a group of it, and a soft link; target.h5 holds the data after other data."""
+        target, link = self.tmp.file("target.h5"), self.tmp.file("link.h5")
+        data = sample("<f8", (20000,), seed=11)
+        with h5py.File(target, "w") as f:
+            f["pad"] = np.full(1000, 7.0)
+            f["data"] = data
+            f.create_dataset("g/c", data=np.arange(5000, dtype="i4"), chunks=(1000,), compression="gzip")
+        with h5py.File(link, "w") as f:
+            f["junk"] = np.full(50000, 1.0)
+            f["el"] = h5py.ExternalLink("target.h5", "/data")
+            f["eg"] = h5py.ExternalLink("target.h5", "/g")
+            f["soft"] = h5py.SoftLink("/junk")
+        return target, link, data
+
+    def test_a_dataset_behind_an_external_link_is_read_from_the_file_it_lies_in(self):
+        target, link, data = self.make_linked_files()
+        before = digest(target), digest(link)
+        with h5py.File(link, "r") as f:
+            np.testing.assert_array_equal(f["el"][()], data)  # what h5py users expect
+            chunked = f["eg/c"][()]
+        for extra in ([], ["--tile-bytes", "16K", "--threads", "3"]):
+            self.check_reductions(f"{link}:/el", data, *extra)
+            self.check_reductions(f"{link}:/eg/c", chunked, *extra)
+        self.check_reductions(f"{link}:/soft", np.full(50000, 1.0))  # a soft link stays mapped
+        self.assertTrue(run_json("info", f"{link}:/soft")["mappable"])
+        info = run_json("info", f"{link}:/el")
+        self.assertFalse(info["mappable"])
+        self.assertIn("external link", info["why_not_mappable"])
+        self.assertIn("target.h5:/data", info["why_not_mappable"])
+        listed = {d["path"]: d for d in run_json("info", link)["datasets"]}
+        self.assertEqual(sorted(listed), [f"{link}:/el", f"{link}:/junk"])
+        self.assertFalse(listed[f"{link}:/el"]["mappable"])
+        out = self.tmp.file("out.npy")
+        run("apply", "add-one", f"{link}:/el", "-o", out, "--quiet")
+        np.testing.assert_array_equal(np.load(out), data + 1)
+        self.assertEqual((digest(target), digest(link)), before, "reading changed a file")
+
+    def test_files_with_a_user_block_are_read_and_written_at_h5pys_offsets(self):
+        for size in (512, 1024, 4096):
+            path = self.tmp.file(f"ub{size}.h5")
+            a = sample("<f8", (30000,), seed=size)
+            with h5py.File(path, "w", userblock_size=size) as f:
+                f["pad"] = np.full(100, 3.0)
+                f["d"] = a
+                offset = f["d"].id.get_offset()
+            with open(path, "r+b") as f:  # the user block is the writer's: MATLAB puts a header there
+                f.write(b"MATLAB 7.3 MAT-file".ljust(size, b" "))
+            with h5py.File(path, "r") as f:
+                np.testing.assert_array_equal(f["d"][()], a)
+            with self.subTest(userblock=size):
+                info = run_json("info", f"{path}:/d")
+                self.assertTrue(info["mappable"])
+                self.assertEqual(info["data_offset"], offset)
+                self.assertEqual(len(run_json("info", path)["datasets"]), 2)
+                self.check_reductions(f"{path}:/d", a)
+                out = self.tmp.file(f"out{size}.npy")
+                run("apply", "add-one", f"{path}:/d", "-o", out, "--quiet")
+                np.testing.assert_array_equal(np.load(out), a + 1)
+                run("apply", "add-one", f"{path}:/d", "--in-place", "--quiet", "--tile-bytes", "16K")
+                run("apply", "add-one", f"{path}:/pad", "-o", f"{path}:/new/p", "--quiet")
+                with h5py.File(path, "r") as f:
+                    self.assertEqual(f.userblock_size, size)
+                    np.testing.assert_array_equal(f["d"][()], a + 1)
+                    np.testing.assert_array_equal(f["pad"][()], np.full(100, 3.0))
+                    np.testing.assert_array_equal(f["new/p"][()], np.full(100, 4.0))
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(size), b"MATLAB 7.3 MAT-file".ljust(size, b" "))
+
 
 class WriteTest(Hdf5Case):
     def test_outputs_are_datasets_h5py_reads_with_numpys_values(self):
@@ -255,6 +326,18 @@ class ErrorTest(Hdf5Case):
         fortran = self.tmp.save("f.npy", np.asfortranarray(np.zeros((3, 4))))
         self.error(2, "apply", "add-one", fortran, "-o", f"{self.tmp.file('o.h5')}:/x", words=["C order"])
         self.assertFalse(os.path.exists(self.tmp.file("o.h5")))
+
+    def test_nothing_is_written_through_an_external_link(self):
+        target, link, _ = ReadTest.make_linked_files(self)
+        before = digest(target), digest(link)
+        self.error(2, "apply", "add-one", f"{link}:/el", "--in-place",
+                   words=[f"{link}:/el", "external link", "target.h5:/data", "in place"])
+        npy = self.tmp.save("a.npy", np.arange(20000.0))
+        self.error(2, "apply", "add-one", npy, "-o", f"{link}:/el", "--overwrite",
+                   words=[f"{link}:/el", "external link", "target.h5:/data"])
+        self.error(2, "apply", "add-one", npy, "-o", f"{link}:/eg/new", words=[f"{link}:/eg/new", "external link"])
+        self.assertEqual((digest(target), digest(link)), before, "a refused write changed a file")
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy", "link.h5", "target.h5"])
 
 
 if __name__ == "__main__":

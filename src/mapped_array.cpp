@@ -74,9 +74,7 @@ struct MappedArray::Impl {
   // A writable array about to be created under `path`; the shape must fit in int64 bytes.
   static std::unique_ptr<Impl> output(const std::string& path, const std::string& format, DType dtype,
                                       const Shape& shape, Order order) {
-    const auto count = element_count(shape);
-    std::int64_t bytes = 0;
-    if (!count || __builtin_mul_overflow(*count, std::int64_t{dtype.itemsize()}, &bytes))
+    if (!byte_count(shape, dtype.itemsize()))
       throw UsageError(path, "cannot create an array of shape " + shape_repr(shape));
     auto impl = std::make_unique<Impl>();
     impl->path = path;
@@ -211,6 +209,9 @@ ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, i
   info.dtype = *dataset.dtype;
   info.shape = dataset.shape;
   info.order = Order::c;  // HDF5 stores every dataset in C order
+  // numpy's rule, as for a .npy header (h5py could not make such an array either).
+  if (!byte_count(info.shape, info.dtype.itemsize()))
+    throw Error(path, "shape " + shape_repr(info.shape) + " overflows");
   info.data_offset = dataset.offset.value_or(0);
   const std::uint64_t file_size = os::file_size(fd, path);
   if (!streamed && info.data_offset + info.nbytes() > file_size)

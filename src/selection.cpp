@@ -66,6 +66,14 @@ class Parser {
   std::optional<std::int64_t> slice_part(std::string_view s) const {
     s = trim(s);
     if (s.empty() || s == "None") return std::nullopt;
+    // Python clamps a slice's start, stop and step beyond its machine integers
+    // (PySlice_Unpack), and numpy with it: v[:10**30] is all of v, v[10**30:] is empty.
+    std::string_view digits = s;
+    if (digits.front() == '+') digits.remove_prefix(1);
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec == std::errc::result_out_of_range && end == digits.data() + digits.size())
+      return digits.front() == '-' ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max();
     return integer(s);
   }
 
@@ -336,13 +344,21 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
       };
       const std::int64_t start = clamp(slice->start, step > 0 ? 0 : n - 1);
       const std::int64_t stop = clamp(slice->stop, step > 0 ? n : -1);
+      // The slice's length (PySlice_AdjustIndices) for any int64 step: start and stop lie
+      // in [-1, n], so their difference fits; the step's size is taken unsigned, as
+      // -INT64_MIN does not fit (Python clamps that step to -INT64_MAX: the same length).
+      const std::uint64_t step_size = step > 0 ? static_cast<std::uint64_t>(step) : 0 - static_cast<std::uint64_t>(step);
       std::int64_t count = 0;
-      if (step > 0 && stop > start) count = (stop - start + step - 1) / step;
-      if (step < 0 && start > stop) count = (start - stop - step - 1) / -step;
+      if (step > 0 && stop > start)
+        count = static_cast<std::int64_t>(static_cast<std::uint64_t>(stop - start - 1) / step_size + 1);
+      if (step < 0 && start > stop)
+        count = static_cast<std::int64_t>(static_cast<std::uint64_t>(start - stop - 1) / step_size + 1);
       if (count > 0) layout.base += start * stride[k];
       Loop loop;
       loop.count = count;
-      loop.stride = step * stride[k];
+      // With two or more elements |step| < n, so step * stride fits; one element or none
+      // needs no stride (a step near 2**63 would overflow): that of a step of 1.
+      loop.stride = count > 1 ? step * stride[k] : stride[k];
       dims.push_back(std::move(loop));
       if (advanced.empty()) ++slices_before_advanced;
     } else if (const auto* index = std::get_if<std::int64_t>(&item)) {

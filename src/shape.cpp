@@ -2,14 +2,23 @@
 
 namespace ooc {
 
-std::optional<std::int64_t> element_count(const Shape& shape) {
-  std::int64_t count = 1;
+std::optional<std::int64_t> byte_count(const Shape& shape, std::int64_t itemsize) {
+  // As numpy's PyArray_NewFromDescr: a 0 dimension is skipped, not multiplied in, so it
+  // cannot hide an overflow of the others.
+  std::int64_t bytes = itemsize;
+  bool empty = false;
   for (std::int64_t dim : shape) {
     if (dim < 0) return std::nullopt;
-    if (__builtin_mul_overflow(count, dim, &count)) return std::nullopt;
+    if (dim == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(bytes, dim, &bytes)) return std::nullopt;
   }
-  return count;
+  return empty ? 0 : bytes;
 }
+
+std::optional<std::int64_t> element_count(const Shape& shape) { return byte_count(shape, 1); }
 
 std::string shape_repr(const Shape& shape) {
   std::string out = "(";

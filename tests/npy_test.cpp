@@ -458,6 +458,18 @@ TEST_CASE("a shape whose element count or byte size overflows is refused, naming
       doctest::Contains("shape (2305843009213693952,) overflows"), FormatError);
 }
 
+TEST_CASE("a 0 dimension does not hide an overflow of the others, as in numpy") {
+  // numpy multiplies the nonzero dimensions and the itemsize: "array is too big".
+  for (const char* shape : {"(0, 9223372036854775807, 9223372036854775807)", "(9223372036854775807, 0, 9223372036854775807)",
+                            "(1152921504606846976, 0)", "(0, 4294967296, 0, 4294967296)"})
+    CHECK(error_of("{'descr': '<f8', 'fortran_order': False, 'shape': " + std::string(shape) + ", }") ==
+          "shape " + std::string(shape) + " overflows");
+  // 8 * (2**60 - 1) bytes fit: an empty array of that shape is numpy's too.
+  const Header h = parse(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1152921504606846975), }", 0));
+  CHECK(h.shape == ooc::Shape{0, 1152921504606846975});
+  CHECK(h.data_bytes == 0);
+}
+
 TEST_CASE("the largest shape that fits int64 bytes is not mistaken for an overflow") {
   // 2**61 float64 elements (above) are 2**64 bytes and overflow; 2**59 elements are
   // 2**62 bytes, which fit, so that header is refused only for its missing data.

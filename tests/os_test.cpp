@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -268,4 +269,46 @@ TEST_CASE("a full disk names the bytes needed and the bytes free") {
   const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
   CHECK_THROWS_WITH_AS(ooc::os::preallocate(fd.get(), 1ull << 62, "out.npy"),
                        doctest::Contains("(4611686018427387904 bytes)"), ooc::Error);
+}
+
+TEST_CASE("a size the disk cannot hold is refused before any block is allocated, with the free space then") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
+  struct statvfs fs {};
+  REQUIRE(::fstatvfs(fd.get(), &fs) == 0);
+  const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+  REQUIRE(free_bytes > 0);
+  const std::uint64_t size = free_bytes + (1ull << 30);
+  std::string message;
+  try {
+    ooc::os::preallocate(fd.get(), size, "out.npy");
+  } catch (const ooc::Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("out.npy: not enough disk space: needs ") != std::string::npos);
+  CHECK(message.find("(" + std::to_string(size) + " bytes)") != std::string::npos);
+  // The free figure is what the disk had (others write meanwhile: within 1 GiB), not 0
+  // as after a posix_fallocate that filled the disk.
+  const auto open = message.rfind('('), close = message.rfind(" bytes) free");
+  REQUIRE(open != std::string::npos);
+  REQUIRE(close != std::string::npos);
+  const std::uint64_t reported = std::stoull(message.substr(open + 1, close - open - 1));
+  CHECK(reported + (1ull << 30) > free_bytes);
+  CHECK(reported < free_bytes + (1ull << 30));
+  // Nothing was allocated, nor the size changed.
+  struct stat st {};
+  REQUIRE(::fstat(fd.get(), &st) == 0);
+  CHECK(st.st_blocks == 0);
+  CHECK(st.st_size == 0);
+}
+
+TEST_CASE("a range the file already holds needs no free space for the blocks it has") {
+  ScratchDir dir;
+  std::filesystem::path temp;
+  const auto fd = ooc::os::create_temp_beside(dir.file("out.npy"), temp);
+  ooc::os::preallocate(fd.get(), 1 << 20, "out.npy");
+  // Reserving it again (as a resumed run would) passes whatever the disk has free.
+  ooc::os::preallocate_range(fd.get(), 0, 1 << 20, "out.npy");
+  CHECK(ooc::os::file_size(fd.get(), "out.npy") == (1u << 20));
 }

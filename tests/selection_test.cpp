@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 using ooc::testing::ScratchDir;
@@ -127,4 +130,66 @@ TEST_CASE("a selection sums as numpy sums the selected view, whatever the tiles"
   }
   CHECK(ooc::selection_summary(a).find("selection [::3, [1, 6]]") != std::string::npos);
   CHECK(ooc::selection_summary(whole).empty());
+}
+
+namespace {
+
+// Python's range(*slice(start, stop, step).indices(n)), computed in 128 bits: the
+// reference for slices whose steps, starts and stops are near the ends of int64.
+std::vector<double> python_slice(std::int64_t n, std::optional<std::int64_t> start, std::optional<std::int64_t> stop,
+                                 std::int64_t step) {
+  using Wide = __int128;
+  auto adjust = [&](std::optional<std::int64_t> v, Wide fallback) -> Wide {
+    if (!v) return fallback;
+    Wide x = *v;
+    if (x < 0) x += n;
+    if (x < 0) return step < 0 ? -1 : 0;
+    if (x >= n) return step < 0 ? n - 1 : n;
+    return x;
+  };
+  const Wide from = adjust(start, step < 0 ? n - 1 : 0), to = adjust(stop, step < 0 ? -1 : n);
+  std::vector<double> out;
+  for (Wide i = from; step > 0 ? i < to : i > to; i += step) out.push_back(static_cast<double>(i));
+  return out;
+}
+
+std::string part(std::optional<std::int64_t> v) { return v ? std::to_string(*v) : ""; }
+
+}  // namespace
+
+TEST_CASE("slices with steps, starts and stops near the ends of int64 select Python's elements") {
+  ScratchDir dir;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const std::int64_t n = 20;
+  iota_array(dir.file("v.npy"), n, 1, ooc::Order::c);  // element i is i
+  const std::vector<std::optional<std::int64_t>> ends = {std::nullopt, 0, 3, -3, 19, 20, -20, -21, kMax, kMin,
+                                                        kMax - 5, kMin + 5, 4611686018427387904, -4611686018427387904};
+  for (std::int64_t step : {kMax, -kMax, kMin, kMax - 7, kMin + 1, kMax / 2, kMin / 2, std::int64_t{1}, std::int64_t{-1},
+                            std::int64_t{7}, std::int64_t{-7}})
+    for (const auto& start : ends)
+      for (const auto& stop : ends) {
+        const std::string text = part(start) + ":" + part(stop) + ":" + std::to_string(step) + ", 0";
+        CAPTURE(text);
+        const std::vector<double> want = python_slice(n, start, stop, step);
+        const ooc::MappedArray a = ooc::map_file(dir.file("v.npy") + "[" + text + "]");
+        REQUIRE(a.shape() == ooc::Shape{static_cast<std::int64_t>(want.size())});
+        CHECK(values_of(a) == want);
+      }
+}
+
+TEST_CASE("a slice's start, stop or step beyond 64 bits is clamped, as Python clamps it; an index is refused") {
+  const ooc::Selection s = ooc::Selection::parse("-99999999999999999999:+99999999999999999999:-99999999999999999999", "a.npy");
+  const auto& slice = std::get<ooc::Slice>(s.items()[0]);
+  CHECK(slice.start == std::numeric_limits<std::int64_t>::min());
+  CHECK(slice.stop == std::numeric_limits<std::int64_t>::max());
+  CHECK(slice.step == std::numeric_limits<std::int64_t>::min());
+  CHECK_THROWS_WITH_AS(ooc::Selection::parse("99999999999999999999", "a.npy"), doctest::Contains("does not fit in 64 bits"),
+                       ooc::UsageError);
+  ScratchDir dir;
+  iota_array(dir.file("v.npy"), 20, 1, ooc::Order::c);
+  CHECK(values_of(ooc::map_file(dir.file("v.npy") + "[:99999999999999999999:99999999999999999999, 0]")) ==
+        std::vector<double>{0});
+  CHECK(values_of(ooc::map_file(dir.file("v.npy") + "[::-99999999999999999999, 0]")) == std::vector<double>{19});
+  CHECK(ooc::map_file(dir.file("v.npy") + "[99999999999999999999:, 0]").size() == 0);
 }

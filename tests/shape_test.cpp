@@ -17,6 +17,20 @@ TEST_CASE("negative dimensions and overflowing products have no element count") 
   CHECK(ooc::element_count({std::numeric_limits<std::int64_t>::max()}) == std::numeric_limits<std::int64_t>::max());
 }
 
+TEST_CASE("a 0 dimension does not hide an overflow of the others; the itemsize counts") {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  CHECK_FALSE(ooc::element_count({0, kMax, kMax}).has_value());
+  CHECK_FALSE(ooc::element_count({kMax, 0, 2}).has_value());
+  CHECK(ooc::element_count({0, kMax}) == 0);
+  CHECK(ooc::byte_count({0, kMax}, 1) == 0);
+  CHECK_FALSE(ooc::byte_count({0, kMax}, 2).has_value());
+  CHECK_FALSE(ooc::byte_count({std::int64_t{1} << 60, 0}, 8).has_value());
+  CHECK(ooc::byte_count({(std::int64_t{1} << 60) - 1, 0}, 8) == 0);
+  CHECK(ooc::byte_count({(std::int64_t{1} << 60) - 1}, 8) == kMax - 7);
+  CHECK(ooc::byte_count({}, 8) == 8);
+  CHECK_FALSE(ooc::byte_count({3, -1, 0}, 8).has_value());
+}
+
 TEST_CASE("shapes print as numpy prints the tuple") {
   CHECK(ooc::shape_repr({}) == "()");
   CHECK(ooc::shape_repr({3}) == "(3,)");

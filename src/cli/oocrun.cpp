@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <sstream>
 
@@ -719,6 +720,13 @@ int main(int argc, char** argv) {
     g_progress.end_line();
     std::cerr << "oocrun: " << one_line(e.what() + g_resume_note) << "\n";
     return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    // Kernels name the file themselves (rethrow_naming); this is an allocation outside
+    // one (a printed result, a plan): name the array the command names.
+    g_progress.end_line();
+    const std::string& name = path.empty() ? out_path : path;
+    std::cerr << "oocrun: " << one_line((name.empty() ? "" : name + ": ") + "out of memory" + g_resume_note) << "\n";
+    return kExitRuntime;
   } catch (const std::exception& e) {
     g_progress.end_line();
     std::cerr << "oocrun: " << one_line(e.what() + g_resume_note) << "\n";

@@ -193,11 +193,11 @@ Header parse_header(std::span<const std::byte> prefix, std::uint64_t file_size) 
   h.major_version = static_cast<int>(prefix[6]);
   h.minor_version = 0;
   h.data_offset = length;
-  const auto count = element_count(h.shape);
-  std::int64_t bytes = 0;
-  if (!count || __builtin_mul_overflow(*count, std::int64_t{h.dtype.itemsize()}, &bytes))
-    throw FormatError("shape " + shape_repr(h.shape) + " overflows");
-  h.data_bytes = static_cast<std::uint64_t>(bytes);
+  // numpy's rule: the nonzero dimensions times the itemsize fit in int64, even where
+  // another dimension is 0 (numpy: "array is too big").
+  const auto bytes = byte_count(h.shape, h.dtype.itemsize());
+  if (!bytes) throw FormatError("shape " + shape_repr(h.shape) + " overflows");
+  h.data_bytes = static_cast<std::uint64_t>(*bytes);
   if (file_size - length < h.data_bytes)
     throw FormatError("header says " + std::to_string(h.data_bytes) + " bytes of data, file holds " +
                       std::to_string(file_size - length));

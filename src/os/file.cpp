@@ -103,14 +103,31 @@ void preallocate(int fd, std::uint64_t size, const std::string& path) { prealloc
 
 void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const std::string& path) {
   if (size == 0) return;
+  auto no_space = [&](const std::string& free_text) {
+    return Error(path, "not enough disk space: needs " + size_text(size) + free_text);
+  };
+  // Refused before posix_fallocate when the free space cannot hold it: a failing
+  // posix_fallocate first fills the disk (ext4 keeps the blocks until the file is
+  // unlinked, so other programs meet a full disk) and the free figure then reads 0.
+  // The file's blocks (st_blocks) bound what the range already holds from above, so the
+  // bytes still to allocate are at least size - st_blocks * 512: exact for a new file,
+  // and never a refusal of what would fit when some of the range is already allocated.
+  struct statvfs fs {};
+  struct stat st {};
+  if (::fstatvfs(fd, &fs) == 0 && ::fstat(fd, &st) == 0) {
+    const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+    const std::uint64_t held = static_cast<std::uint64_t>(st.st_blocks) * 512;
+    const std::uint64_t missing = size > held ? size - held : 0;
+    if (missing > free_bytes) throw no_space(", " + size_text(free_bytes) + " free");
+  }
   const int err = ::posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(size));
   if (err == 0) return;
   if (err == ENOSPC || err == EFBIG) {
-    struct statvfs fs {};
+    // Another writer took the space meanwhile (or the blocks' metadata did not fit).
     std::string free_text;
     if (::fstatvfs(fd, &fs) == 0)
       free_text = ", " + size_text(static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize) + " free";
-    throw Error(path, "not enough disk space: needs " + size_text(size) + free_text);
+    throw no_space(free_text);
   }
   throw Error(path, "cannot reserve " + size_text(size) + ": " + errno_text(err));
 }

@@ -16,6 +16,7 @@ Every bad input is tried with ``info``, ``reduce sum``, ``apply add-one -o OUT``
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -206,6 +207,16 @@ BAD_INPUTS = {
         ["overflow"]),
     "shape_bytes_overflow": (builder_bytes(lambda: npy_file(
         "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }", GOOD_DATA)), ["overflow"]),
+    # A 0 dimension does not hide an overflow of the others: numpy ("array is too big")
+    # multiplies the nonzero dimensions and the itemsize whatever the 0.
+    "zero_dimension_first_hides_overflow": (builder_bytes(lambda: npy_file(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 9223372036854775807, 9223372036854775807), }")),
+        ["(0, 9223372036854775807, 9223372036854775807) overflows"]),
+    "zero_dimension_middle_hides_overflow": (builder_bytes(lambda: npy_file(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (9223372036854775807, 0, 9223372036854775807), }")),
+        ["(9223372036854775807, 0, 9223372036854775807) overflows"]),
+    "zero_dimension_hides_bytes_overflow": (builder_bytes(lambda: npy_file(
+        "{'descr': '<f8', 'fortran_order': True, 'shape': (1152921504606846976, 0), }")), ["overflow"]),
     "shape_not_a_tuple": (builder_bytes(lambda: npy_file(
         "{'descr': '<f8', 'fortran_order': False, 'shape': (3), }", GOOD_DATA)), ["tuple"]),
     "shape_is_a_list": (builder_bytes(lambda: npy_file(
@@ -346,6 +357,33 @@ def make_bad_input_test(case, command):
 for _case in BAD_INPUTS:
     for _command in COMMANDS:
         setattr(BadInputTest, f"test_{_case}__{_command}", make_bad_input_test(_case, _command))
+
+
+class ZeroDimensionOverflowTest(CliCase):
+    def test_axis_reductions_refuse_the_shape_at_once(self):
+        """Once a 2**63-element result was allocated (std::bad_alloc, no file name, minutes
+        to exit) or its element count wrapped."""
+        with open(self.path("z2.npy"), "wb") as f:
+            f.write(npy_file("{'descr': '<f8', 'fortran_order': False, "
+                             "'shape': (9223372036854775807, 0, 9223372036854775807), }"))
+        for args in (["reduce", "max", "z2.npy", "--axis", "2", "--json"],
+                     ["reduce", "sum", "z2.npy", "--axis", "1", "--json"],
+                     ["reduce", "sum", "z2.npy", "--axis", "0", "-o", "out.npy"]):
+            with self.subTest(args=args):
+                start = time.monotonic()
+                self.assert_clean_failure(args, 1, names=["z2.npy"], words=["overflows"], timeout=20)
+                self.assertLess(time.monotonic() - start, 10)
+
+    def test_the_largest_empty_shapes_numpy_makes_still_work(self):
+        # (0, 2**60 - 1) float64: the nonzero dimension times 8 fits int64, as numpy's does.
+        with open(self.path("e.npy"), "wb") as f:
+            f.write(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1152921504606846975), }"))
+        rc, out, err = run_oocrun(["info", "e.npy", "--json"], self.dir)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["shape"], [0, 1152921504606846975])
+        rc, out, err = run_oocrun(["reduce", "sum", "e.npy", "--json"], self.dir)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["value"], 0.0)
 
 
 class ZeroSizeReductionTest(CliCase):
@@ -637,6 +675,10 @@ class OutputErrorTest(CliCase):
         line = self.assert_clean_failure(["apply", "add-one", big, "-o", out], 1, names=[out],
                                          words=["disk space", "needs 4.19 MB (4194432 bytes)", "free"], watch=[mnt])
         self.assertRegex(line, r", \d+(\.\d\d [kM]B \(\d+ bytes\)| bytes) free$")
+        # What the tmpfs had free before (1 MiB less the header's page), measured before
+        # any block was taken: not the 0 left after a failing posix_fallocate filled it.
+        free = int(re.search(r"(\d+) bytes\)? free$", line).group(1))
+        self.assertGreater(free, 900 * 1024, line)
 
     def test_newline_in_file_name_keeps_the_error_on_one_line(self):
         self.assert_clean_failure(["info", "a\nb.npy"], 1, words=["no such file"])

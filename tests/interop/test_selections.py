@@ -102,6 +102,21 @@ class SelectionTest(unittest.TestCase):
             with self.subTest(selection=text):
                 self.check(path, b, text, ops=("sum", "count_nonzero", "min", "argmax"))
 
+    def test_steps_starts_and_stops_near_the_ends_of_int64(self):
+        a = sample("<f8", (20,), seed=13)
+        path = self.tmp.save("v.npy", a)
+        big = [2**63 - 1, -2**63 + 1, -2**63, 2**63 - 8, 2**62, -2**62]
+        texts = [f"::{step}" for step in big]
+        rng = np.random.default_rng(14)
+        ends = ["", "0", "-1", "19", "-20", "-21", str(10**30), str(-10**30)] + [str(e) for e in big]
+        for _ in range(30):
+            start, stop = rng.choice(ends, 2)
+            step = rng.choice([str(s) for s in big] + ["1", "-1", "3", "-3", str(10**30), str(-10**30)])
+            texts.append(f"{start}:{stop}:{step}")
+        for text in texts:
+            with self.subTest(selection=text):
+                self.check(path, a, text, ops=("sum", "max"))
+
     def test_index_arrays_from_npy_files(self):
         a = sample("<f8", (50000, 8), seed=5)
         path = self.tmp.save("a.npy", a)

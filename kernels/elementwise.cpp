@@ -142,16 +142,21 @@ DType promote_small(DType a, DType b, bool a_small, bool b_small) {
   return promote_types(a, b);
 }
 
-}  // namespace
-
-DType result_type(std::span<const Operand> operands) {
-  if (operands.empty()) throw std::invalid_argument("result_type of nothing");
+// Whether numpy's value-based casting applies: some operand is an array, and no scalar is
+// of a higher category (bool < integer < float) than every array.
+bool scalars_count_by_value(std::span<const Operand> operands) {
   int max_array = -1;
   int max_scalar = -1;
   for (const Operand& op : operands)
     (op.scalar ? max_scalar : max_array) = std::max(op.scalar ? max_scalar : max_array, category(op.dtype.kind()));
-  // Scalars count by value only when no scalar is of a higher category than every array.
-  const bool by_value = max_array >= 0 && max_array >= max_scalar;
+  return max_array >= 0 && max_array >= max_scalar;
+}
+
+}  // namespace
+
+DType result_type(std::span<const Operand> operands) {
+  if (operands.empty()) throw std::invalid_argument("result_type of nothing");
+  const bool by_value = scalars_count_by_value(operands);
   DType ret = operands[0].dtype;
   bool ret_small = false;
   for (std::size_t i = 0; i < operands.size(); ++i) {
@@ -168,6 +173,38 @@ DType result_type(std::span<const Operand> operands) {
   }
   return ret.native();
 }
+
+namespace {
+
+// np.power's loop: power has no type resolver of its own, so numpy 1.24 takes the first
+// of its loops (bb->b, BB->B, hh->h, HH->H, ..., QQ->Q, ee->e, ff->f, dd->d) that every
+// operand casts to safely, a scalar judged by its value as in result_type. That is not
+// always result_type: uint8 ** 256 computes in int16 (256 fits it, and uint8 casts to
+// it), where uint8 + 256 is uint16.
+DType power_loop(std::span<const Operand> operands) {
+  const bool by_value = scalars_count_by_value(operands);
+  auto casts_safely = [](DType from, DType to) { return promote_types(from, to) == to; };
+  static const DType loops[] = {
+      DType(Kind::signed_int, 1), DType(Kind::unsigned_int, 1), DType(Kind::signed_int, 2),
+      DType(Kind::unsigned_int, 2), DType(Kind::signed_int, 4), DType(Kind::unsigned_int, 4),
+      DType(Kind::signed_int, 8), DType(Kind::unsigned_int, 8), DType(Kind::floating, 2),
+      DType(Kind::floating, 4), DType(Kind::floating, 8)};
+  for (const DType& loop : loops) {
+    const bool every_operand_casts = std::all_of(operands.begin(), operands.end(), [&](const Operand& op) {
+      DType from = op.dtype.native();
+      if (op.scalar && by_value) {
+        const MinScalar m = min_scalar_type(op);
+        from = m.small_unsigned && loop.kind() != Kind::unsigned_int ? DType(Kind::signed_int, m.dtype.itemsize())
+                                                                      : m.dtype;
+      }
+      return casts_safely(from, loop);
+    });
+    if (every_operand_casts) return loop;
+  }
+  return DType(Kind::floating, 8);  // every dtype ooc reads casts to float64 safely
+}
+
+}  // namespace
 
 DType result_type(DType array, const PyScalar& scalar) {
   const Operand operands[] = {Operand::array(array), Operand::python(scalar)};
@@ -234,8 +271,7 @@ DType loop_dtype(Ufunc f, std::span<const Operand> operands) {
       return t;
     }
     case Ufunc::power: {
-      const DType t = result_type(operands);
-      if (t.kind() == Kind::boolean) return DType(Kind::signed_int, 1);  // power has no bool loop
+      const DType t = power_loop(operands);
       if (t.kind() == Kind::signed_int)
         for (const Operand& op : operands.subspan(1))
           if (op.scalar && op.value.is_integer && op.value.negative)

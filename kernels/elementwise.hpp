@@ -84,7 +84,8 @@ bool is_unary(Ufunc f);
 /// The dtype numpy's ufunc `f` computes in for these operands (its loop type): for sqrt,
 /// exp, ... the first of float16/float32/float64 the input casts to safely (so int8 ->
 /// float16, int16 -> float32, int32 -> float64); true division of integers in float64;
-/// power of booleans in int8; otherwise numpy.result_type. Throws UsageError where numpy
+/// power by numpy's search of its loops (uint8 ** 256 in int16, booleans in int8);
+/// otherwise numpy.result_type. Throws UsageError where numpy
 /// refuses (negative or subtract of booleans, integers to a negative constant power).
 DType loop_dtype(Ufunc f, std::span<const Operand> operands);
 /// The dtype of f's result when it computes in `loop`: bool for comparisons, else `loop`.

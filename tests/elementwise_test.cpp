@@ -19,8 +19,8 @@ using ooc::kernels::Ufunc;
 namespace {
 
 const DType b1(Kind::boolean, 1), i1(Kind::signed_int, 1), i2(Kind::signed_int, 2), i4(Kind::signed_int, 4),
-    i8(Kind::signed_int, 8), u1(Kind::unsigned_int, 1), u2(Kind::unsigned_int, 2), u8(Kind::unsigned_int, 8),
-    f2(Kind::floating, 2), f4(Kind::floating, 4), f8(Kind::floating, 8);
+    i8(Kind::signed_int, 8), u1(Kind::unsigned_int, 1), u2(Kind::unsigned_int, 2), u4(Kind::unsigned_int, 4),
+    u8(Kind::unsigned_int, 8), f2(Kind::floating, 2), f4(Kind::floating, 4), f8(Kind::floating, 8);
 
 Operand py(const char* text) { return Operand::python(PyScalar::parse(text)); }
 
@@ -76,6 +76,18 @@ TEST_CASE("division, power and subtraction have numpy's special cases") {
   CHECK(loop(Ufunc::power, {Operand::array(b1), Operand::array(b1)}) == "int8");
   CHECK(loop(Ufunc::power, {Operand::array(b1), py("2")}) == "int64");
   CHECK(loop(Ufunc::power, {Operand::array(u8), py("-1")}) == "float64");
+  // power searches its loops in order (bb, BB, hh, HH, ...): not result_type's answer
+  // where an unsigned array meets a constant that fits the next signed type.
+  CHECK(loop(Ufunc::power, {Operand::array(u1), py("256")}) == "int16");
+  CHECK(loop(Ufunc::power, {Operand::array(u1), py("255")}) == "uint8");
+  CHECK(loop(Ufunc::power, {Operand::array(u2), py("65536")}) == "int32");
+  CHECK(loop(Ufunc::power, {Operand::array(u4), py("4294967296")}) == "int64");
+  CHECK(loop(Ufunc::power, {Operand::array(u1), py("9223372036854775807")}) == "int64");
+  CHECK(loop(Ufunc::power, {Operand::array(u1), py("9223372036854775808")}) == "uint64");
+  CHECK(loop(Ufunc::power, {py("256"), Operand::array(u1)}) == "int16");
+  CHECK(loop(Ufunc::power, {Operand::array(u1), Operand::array(i1)}) == "int16");
+  CHECK(loop(Ufunc::power, {Operand::array(u1), py("2.5")}) == "float64");  // a float scalar: not by value
+  CHECK(loop(Ufunc::power, {Operand::array(f2), py("2.5")}) == "float16");
   CHECK_THROWS_WITH_AS(loop(Ufunc::power, {Operand::array(i4), py("-1")}),
                        doctest::Contains("negative integer powers"), ooc::UsageError);
   CHECK_THROWS_WITH_AS(loop(Ufunc::subtract, {Operand::array(b1), Operand::array(b1)}),

@@ -511,11 +511,12 @@ ElementwiseOp ElementwiseOp::parse(std::string_view spec) {
       }
     }
     if (op.ufunc_ == Ufunc::clip) {
-      // np.clip reads a NaN bound as no bound (numpy 1.17's deprecated behaviour).
-      if (!op.constants_[0].is_integer && std::isnan(op.constants_[0].float_value))
-        op.constants_[0] = PyScalar::of_double(-INFINITY);
-      if (!op.constants_[1].is_integer && std::isnan(op.constants_[1].float_value))
-        op.constants_[1] = PyScalar::of_double(INFINITY);
+      // np.clip reads a NaN bound as no bound (numpy 1.17's deprecated behaviour), on
+      // native arrays; apply() gives a non-native one what numpy gives it.
+      auto is_nan_constant = [](const PyScalar& c) { return !c.is_integer && std::isnan(c.float_value); };
+      op.nan_bound_ = is_nan_constant(op.constants_[0]) || is_nan_constant(op.constants_[1]);
+      if (is_nan_constant(op.constants_[0])) op.constants_[0] = PyScalar::of_double(-INFINITY);
+      if (is_nan_constant(op.constants_[1])) op.constants_[1] = PyScalar::of_double(INFINITY);
     }
     return op;
   }
@@ -552,6 +553,13 @@ void ElementwiseOp::apply(const MappedArray& in, MappedArray& out, const Pipelin
     }
     C constants[2]{};  // at most LO and HI
     for (std::size_t i = 0; i < constants_.size(); ++i) constants[i] = constants_[i].template as<C>();
+    if constexpr (is_floating_v<C>) {  // a NaN bound makes the loop a float one
+      // numpy's fast clip loop, which reads a NaN bound as no bound, takes native arrays
+      // only; a byte-swapped one goes through maximum and minimum, which propagate the
+      // NaN into every element.
+      if (nan_bound_ && in.dtype().itemsize() > 1 && !in.dtype().is_native())
+        constants[0] = constants[1] = std::numeric_limits<C>::quiet_NaN();
+    }
     const Ufunc f = ufunc_;
     if constexpr (!std::is_same_v<C, bool>) {
       if (f == Ufunc::add || f == Ufunc::multiply) {

@@ -126,6 +126,7 @@ class ElementwiseOp {
   DType cast_to_{Kind::floating, 8};
   Ufunc ufunc_ = Ufunc::add;
   std::vector<PyScalar> constants_;  // the Python scalars after the array: C, or LO and HI
+  bool nan_bound_ = false;           // clip: a bound was NaN (and is now ±inf in constants_)
 };
 
 }  // namespace ooc::kernels

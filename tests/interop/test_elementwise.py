@@ -49,7 +49,8 @@ def numpy_ops():
         "exp": np.exp, "log": np.log, "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
         "clip:-5:300": lambda a: np.clip(a, -5, 300), "clip:0.5:2": lambda a: np.clip(a, 0.5, 2),
         "clip:3:1": lambda a: np.clip(a, 3, 1), "clip:-1:1": lambda a: np.clip(a, -1, 1),
-        "clip:-0.5:0.5": lambda a: np.clip(a, -0.5, 0.5), "clip:nan:0": lambda a: np.clip(a, -np.inf, 0),
+        "clip:-0.5:0.5": lambda a: np.clip(a, -0.5, 0.5), "clip:nan:0": lambda a: np.clip(a, np.nan, 0),
+        "clip:0:nan": lambda a: np.clip(a, 0, np.nan),  # no bound on native arrays, NaN on byte-swapped ones
         "cast:int8": lambda a: a.astype("i1"), "cast:int16": lambda a: a.astype("i2"),
         "cast:uint16": lambda a: a.astype("u2"),
         "cast:int64": lambda a: a.astype("i8"), "cast:float16": lambda a: a.astype("f2"),

@@ -484,6 +484,8 @@ class SelectionReader final : public detail::TileReader {
 
   const MappedArray& source() const { return source_; }
   const std::string& summary() const { return summary_; }
+  // Source elements the selection's covering range holds per selected element.
+  double spread() const { return spread_; }
 
  private:
   // Counts the runs and spans (of the first elements of a large selection), picks the
@@ -511,6 +513,7 @@ class SelectionReader final : public detail::TileReader {
     // Dense: the spans cover most of the range, so read it as a stream with readahead.
     // Sparse: no readahead, only the spans' pages (advised one tile ahead) are read.
     const bool sequential = density >= 0.5;
+    spread_ = sampled > 0 ? std::max(1.0, covering / static_cast<double>(sampled)) : 1.0;
     if (source_.mapped() && hi >= lo) {
       detail::MappedArrayAccess::advise(source_, lo, hi + 1, sequential ? os::Advice::sequential : os::Advice::random);
     }
@@ -533,6 +536,7 @@ class SelectionReader final : public detail::TileReader {
   std::string text_;
   std::size_t item_;
   std::int64_t gap_;  // in elements
+  double spread_ = 1;
   detail::AlignedBuffer span_buffer_;  // serial use only: a reader source is read in the serial stage
   std::string summary_;
 };
@@ -591,6 +595,14 @@ std::string selection_summary(const MappedArray& array) {
   if (array.mapped()) return "";
   const auto* reader = dynamic_cast<const SelectionReader*>(detail::MappedArrayAccess::reader(array));
   return reader ? reader->summary() : "";
+}
+
+std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes) {
+  if (array.mapped()) return tile_bytes;
+  const auto* reader = dynamic_cast<const SelectionReader*>(detail::MappedArrayAccess::reader(array));
+  if (reader == nullptr) return tile_bytes;
+  const auto spanning = static_cast<std::uint64_t>(static_cast<double>(tile_bytes) / reader->spread());
+  return std::max<std::uint64_t>(spanning, static_cast<std::uint64_t>(array.dtype().itemsize()));
 }
 
 ArrayInfo detail::selection_info(const ArrayInfo& source, const Selection& selection, const std::string& path) {

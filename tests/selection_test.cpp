@@ -193,3 +193,22 @@ TEST_CASE("a slice's start, stop or step beyond 64 bits is clamped, as Python cl
   CHECK(values_of(ooc::map_file(dir.file("v.npy") + "[::-99999999999999999999, 0]")) == std::vector<double>{19});
   CHECK(ooc::map_file(dir.file("v.npy") + "[99999999999999999999:, 0]").size() == 0);
 }
+
+TEST_CASE("a selection's tiles are sized by the bytes of its source they span") {
+  ScratchDir dir;
+  iota_array(dir.file("a.npy"), 5000, 40, ooc::Order::c);
+  constexpr std::uint64_t kTile = 16 << 20;
+  const ooc::MappedArray whole = ooc::map_file(dir.file("a.npy"));
+  CHECK(ooc::tile_bytes_spanning(whole, kTile) == kTile);
+  // Every 5th row of 5 of 40 columns: one selected element per 40 of the covering range
+  // (which runs from the first selected element to the last, so a little less).
+  auto spanning = [&](const ooc::MappedArray& a) { return static_cast<double>(ooc::tile_bytes_spanning(a, kTile)); };
+  const ooc::MappedArray sparse = ooc::map_file(dir.file("a.npy") + "[::5, [0, 9, 18, 27, 36]]");
+  CHECK(spanning(sparse) == doctest::Approx(kTile / 40).epsilon(0.01));
+  // Every 5th row, every column: one in 5.
+  CHECK(spanning(ooc::map_file(dir.file("a.npy") + "[::5]")) == doctest::Approx(kTile / 5).epsilon(0.01));
+  // A dense block of rows spans no more than it selects.
+  CHECK(ooc::tile_bytes_spanning(ooc::map_file(dir.file("a.npy") + "[100:200]"), kTile) == kTile);
+  // Never below one element.
+  CHECK(ooc::tile_bytes_spanning(sparse, 8) == 8);
+}

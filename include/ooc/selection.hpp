@@ -64,6 +64,14 @@ MappedArray select(MappedArray source, const Selection& selection);
 /// for an array that is not a selection.
 std::string selection_summary(const MappedArray& array);
 
+/// The tile size, in `array`'s bytes, whose tiles span about `tile_bytes` of the
+/// selection's source: `tile_bytes` divided by how far apart the selected elements lie
+/// (never below one byte per element; one block is the least a plan takes anyway). A
+/// tile of 16 MiB of `x[::5, [0, 9, 18, 27, 36]]` of an (N, 40) file spans 640 MiB of it,
+/// so a 512 MiB file was one tile, one thread. `tile_bytes` for an array that is not a
+/// selection.
+std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes);
+
 namespace detail {
 /// The info of source[selection] (shape, order), without reading anything but index arrays.
 ArrayInfo selection_info(const ArrayInfo& source, const Selection& selection, const std::string& path);

@@ -179,6 +179,13 @@ void start_signal_watch() {
   }).detach();
 }
 
+// A selection's tiles are sized by the bytes of its source they span
+// (ooc::tile_bytes_spanning), so that a sparse one is cut into enough tiles for every
+// thread. Not across MPI ranks: their shares were cut from the options as given.
+void size_tiles_for(const ooc::cli::Job& job, const ooc::MappedArray& a, ooc::PipelineOptions& options) {
+  if (!job.spans_ranks()) options.tile_bytes = ooc::tile_bytes_spanning(a, options.tile_bytes);
+}
+
 ooc::PipelineOptions pipeline_options(const Common& common) {
   ooc::PipelineOptions options;
   options.cancel = &g_cancel;
@@ -314,6 +321,7 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
   } else {
     const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
     describe_reads(common, a);
+    size_tiles_for(job, a, options);
     std::error_code ec;
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
@@ -418,6 +426,7 @@ int run_reduce_axis(const ooc::cli::Job& job, const Common& common, const ooc::k
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
   describe_reads(common, a);
+  size_tiles_for(job, a, options);
   ooc::check_not_in_place(a);
   int axis = 0;
   try {
@@ -470,6 +479,7 @@ int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string
   ooc::PipelineOptions options = pipeline_options(common);
   const ooc::MappedArray a = job.map_input(path, ooc::Access::read_only, options);
   describe_reads(common, a);
+  size_tiles_for(job, a, options);
   ooc::check_not_in_place(a);
   g_progress.start(common.progress, a, options);
   options.on_progress = std::ref(g_progress);
@@ -537,6 +547,9 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
   for (std::size_t i = 0; i < names.size(); ++i) bindings.push_back({names[i], &arrays[i]});
   const auto expression = ooc::kernels::Expression::compile(expr, bindings);
   ooc::PipelineOptions options = pipeline_options(common);
+  const std::uint64_t asked_tile_bytes = options.tile_bytes;
+  for (const ooc::MappedArray& a : arrays)  // the sparsest selection sizes the tiles
+    options.tile_bytes = std::min(options.tile_bytes, ooc::tile_bytes_spanning(a, asked_tile_bytes));
   g_progress.start(common.progress, expression.dtype().itemsize());
   options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();

@@ -101,11 +101,14 @@ class Case(unittest.TestCase):
         p.send_signal(signal.SIGSTOP)
         return p
 
-    def start_paused_reader(self, *args):
+    def start_caught_mid_run(self, *args, prepare=None):
         """start_paused for a run that only reads: on a loaded machine the run can finish
         between its first progress line and the SIGSTOP, so it is started again (reading
-        changes nothing) until it is caught stopped mid-run."""
+        changes nothing; a run that writes calls `prepare` to make its input anew) until it
+        is caught stopped mid-run."""
         for _ in range(5):
+            if prepare:
+                prepare()
             p = self.start_paused(*args)
             time.sleep(0.05)
             with open(f"/proc/{p.pid}/stat") as f:
@@ -173,9 +176,10 @@ class InterruptTest(Case):
 
     def test_sigterm_during_an_in_place_run_without_a_journal_says_the_array_may_be_partly_rewritten(self):
         a = np.random.default_rng(6).standard_normal(4 << 20)
-        self.save("a.npy", a)
-        p = self.start_paused("apply", "add-one", "a.npy", "--in-place", "--no-journal", "--threads", "2",
-                              "--tile-bytes", "256K")
+        # Without a journal the run is quick enough to finish before the SIGSTOP lands:
+        # it is started again on a fresh copy until it is caught mid-run.
+        p = self.start_caught_mid_run("apply", "add-one", "a.npy", "--in-place", "--no-journal", "--threads", "2",
+                                     "--tile-bytes", "256K", prepare=lambda: self.save("a.npy", a))
         rc, out, err = self.finish(p, after_signal=signal.SIGTERM)
         self.assertEqual(rc, 143, err)
         line = self.last_line(err)
@@ -422,7 +426,7 @@ class ConcurrencyTest(Case):
         head = np.random.default_rng(9).standard_normal(100000)
         self.sparse("data.npy", 8 << 20, head)
         expected = np.load(self.path("data.npy")).sum()
-        reader = self.start_paused_reader("reduce", "sum", "data.npy", "--json", "--threads", "1", "--tile-bytes", "256K")
+        reader = self.start_caught_mid_run("reduce", "sum", "data.npy", "--json", "--threads", "1", "--tile-bytes", "256K")
         self.save("small.npy", np.arange(10.0))
         p = self.run_ooc("apply", "add-one", "small.npy", "-o", "data.npy")  # replaces data.npy
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -458,7 +462,7 @@ class ConcurrencyTest(Case):
     def test_an_in_place_run_does_not_start_under_a_reader(self):
         a = np.random.default_rng(11).standard_normal(1 << 20)
         self.save("a.npy", a)
-        reader = self.start_paused_reader("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1")
+        reader = self.start_caught_mid_run("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1")
         self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
         self.assert_refused(["apply", "add-one", "a.npy", "--in-place", "--no-journal"],
                             "a.npy: is in use by another run")

@@ -478,6 +478,14 @@ void MappedArrayAccess::sync(const MappedArray& array, std::int64_t begin, std::
                  m.path);
 }
 
+void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {
+  const MappedArray::Impl& m = *array.impl_;
+  if (!m.writable || m.data == nullptr || end <= begin) return;
+  const auto item = static_cast<std::uint64_t>(m.info.dtype.itemsize());
+  os::start_writeback(m.fd.get(), m.info.data_offset + static_cast<std::uint64_t>(begin) * item,
+                      static_cast<std::uint64_t>(end - begin) * item);
+}
+
 std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) { return array.impl_->temp_path; }
 
 MappedArray MappedArrayAccess::map_output_part(const std::filesystem::path& temp, const std::string& final_path,

@@ -34,6 +34,8 @@ class MappedArrayAccess {
   static double cached_fraction(const MappedArray& array);
   /// Writes the elements [begin, end) of a writable array to disk and waits.
   static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
+  /// Starts writing elements [begin, end) of a writable mapped array to disk, not waiting.
+  static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
 
   /// A read-only array named `path` with `info`, read tile by tile by `reader` (a
   /// selection of another array); `fd` is the file it comes from (locks, identity).

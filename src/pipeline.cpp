@@ -186,6 +186,9 @@ void Streams::release(std::size_t position) {
     }
     if (s->reader) continue;
     MappedArrayAccess::drop_pages_before(*s->array, tile.end, &s->dropped_to);
+    // Write-back of a finished output tile starts now rather than at the final msync
+    // (measurements in DESIGN, "Finished mapped output ranges").
+    if (s->output) MappedArrayAccess::start_writeback(*s->array, tile.begin, tile.end);
   }
   m.committed = tile.end;
 }

@@ -149,6 +149,10 @@ void rename_file(const std::filesystem::path& from, const std::filesystem::path&
     throw Error(to.string(), "cannot move the finished output into place: " + errno_text(errno));
 }
 
+void start_writeback(int fd, std::uint64_t offset, std::uint64_t size) {
+  if (size > 0) ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(size), SYNC_FILE_RANGE_WRITE);
+}
+
 void sync_data(int fd, const std::string& path) {
   if (::fdatasync(fd) != 0) throw Error(path, "fdatasync failed: " + errno_text(errno));
 }

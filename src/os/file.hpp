@@ -52,6 +52,10 @@ void sync_file(int fd, const std::string& path);
 void sync_directory(const std::filesystem::path& directory);
 void rename_file(const std::filesystem::path& from, const std::filesystem::path& to);
 
+/// Starts writing the dirty pages of [offset, offset + size) to disk without waiting
+/// (sync_file_range SYNC_FILE_RANGE_WRITE), so a later fsync finds less left to do. A
+/// hint: errors are left for that fsync to report.
+void start_writeback(int fd, std::uint64_t offset, std::uint64_t size);
 /// fdatasync: the file's data (and the size) are on disk when it returns.
 void sync_data(int fd, const std::string& path);
 /// Removes a file; a file that is already gone is not an error.

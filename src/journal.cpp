@@ -378,33 +378,35 @@ void InPlaceJournal::finish() {
 namespace {
 
 // An unfinished in-place run's journal beside `array`: refused, with the command that finishes it.
-void refuse_unfinished_journal(const MappedArray& array) {
-  const std::string path = journal_path(array.path());
+void refuse_unfinished_journal(const std::string& array) {
+  const std::string path = journal_path(array);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return;
   std::string hint = "finish it by running the same in-place command again";
   try {
     const os::UniqueFd fd = os::open_existing(path, false);
     const auto h = read_record<Header>(fd.get(), 0, path);
-    if (valid(h, kHeaderMagic)) hint = finish_hint(h, array.path());
+    if (valid(h, kHeaderMagic)) hint = finish_hint(h, array);
   } catch (const Error&) {
   }
-  throw Error(array.path(), "an in-place run on it did not finish, so its data is partly rewritten (journal " +
+  throw Error(array, "an in-place run on it did not finish, so its data is partly rewritten (journal " +
                                 path + "): " + hint);
 }
 
 }  // namespace
 
 void check_not_in_place(const MappedArray& array) {
-  if (!os::try_lock(detail::MappedArrayAccess::fd(array), false, array.path()))
-    throw Error(array.path(), "is being rewritten in place by another run; try again when it has finished");
-  refuse_unfinished_journal(array);
+  // A selection or an external link reads another array's bytes: that array is checked.
+  const auto [path, fd] = detail::MappedArrayAccess::source(array);
+  if (!os::try_lock(fd, false, path))
+    throw Error(path, "is being rewritten in place by another run; try again when it has finished");
+  refuse_unfinished_journal(path);
 }
 
 void lock_for_in_place(const MappedArray& array) {
   if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
     throw Error(array.path(), kInUseByAnotherRun);
-  refuse_unfinished_journal(array);
+  refuse_unfinished_journal(array.path());
 }
 
 }  // namespace ooc

@@ -52,6 +52,10 @@ struct MappedArray::Impl {
   std::byte* data = nullptr;  // first byte of element window.begin
   std::filesystem::path temp_path;  // a new file's temporary name until commit
   std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
+  // When the bytes are another array's (a selection's source, the target of an HDF5
+  // external link): its name, and its file when `fd` is not open on it.
+  std::string source_path;
+  os::UniqueFd source_fd;
   os::ShrinkWatch watch;  // declared after region: stops watching before the unmap
   // An output not yet committed: `publish` gives it its final name once the data is
   // durable; `discard` removes every trace of it if that never happens.
@@ -196,8 +200,11 @@ std::string dataset_names(const std::string& file) {
 
 // Where the bytes of an HDF5 dataset are, checked to be inside the file; `streamed` is
 // set for a dataset that is read tile by tile instead.
-ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, int fd, bool writable, bool& streamed) {
+// `elsewhere` is set to "file:/dataset" when an external link leads to another file.
+ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, int fd, bool writable, bool& streamed,
+                      std::string& elsewhere) {
   const hdf5::DatasetInfo dataset = hdf5::describe(where.file, where.dataset);
+  elsewhere = dataset.elsewhere;
   if (!dataset.readable) throw Error(path, "cannot be read: " + dataset.why_not_mappable);
   // Its bytes, journal and lock would all be another file's: read through the library only.
   if (writable && !dataset.elsewhere.empty())
@@ -268,7 +275,12 @@ void MappedArray::Impl::open(const std::string& name, Access access) {
     if (!hdf5::is_hdf5_file(file))
       throw Error(file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
     bool streamed = false;
-    info = hdf5_layout(name, *dataset, fd.get(), writable, streamed);
+    std::string elsewhere;
+    info = hdf5_layout(name, *dataset, fd.get(), writable, streamed, elsewhere);
+    if (const auto target = hdf5::split(elsewhere)) {
+      source_path = elsewhere;
+      source_fd = os::open_existing(target->file, false);
+    }
     if (streamed) {
       if (writable) throw UsageError(name, "a chunked or compressed dataset cannot be modified in place");
       reader = hdf5::open_reader(file, dataset->dataset);
@@ -446,10 +458,11 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
 
 TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader.get(); }
 
-MappedArray MappedArrayAccess::read_by(std::string path, ArrayInfo info, os::UniqueFd fd,
+MappedArray MappedArrayAccess::read_by(std::string path, ArrayInfo info, std::string source, os::UniqueFd fd,
                                        std::unique_ptr<TileReader> reader) {
   auto impl = std::make_unique<MappedArray::Impl>();
   impl->path = std::move(path);
+  impl->source_path = std::move(source);
   impl->info = std::move(info);
   impl->fd = std::move(fd);
   impl->reader = std::move(reader);
@@ -458,6 +471,11 @@ MappedArray MappedArrayAccess::read_by(std::string path, ArrayInfo info, os::Uni
 }
 
 int MappedArrayAccess::fd(const MappedArray& array) { return array.impl_->fd.get(); }
+
+MappedArrayAccess::Source MappedArrayAccess::source(const MappedArray& array) {
+  const MappedArray::Impl& m = *array.impl_;
+  return {m.source_path.empty() ? m.path : m.source_path, m.source_fd ? m.source_fd.get() : m.fd.get()};
+}
 
 std::optional<os::UniqueFd> MappedArrayAccess::reopen_direct(const MappedArray& array, bool writable) {
   return os::reopen_direct(array.impl_->fd.get(), writable);

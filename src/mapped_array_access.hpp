@@ -28,6 +28,14 @@ class MappedArrayAccess {
   /// the same file opened again with O_DIRECT (nothing where the file system refuses).
   static int fd(const MappedArray& array);
   static std::optional<os::UniqueFd> reopen_direct(const MappedArray& array, bool writable);
+  /// The array whose bytes these are, as an in-place run on them would name it, and a
+  /// descriptor of its file: the array itself, a selection's source, or the dataset an
+  /// HDF5 external link leads to. Readers lock that file and look for that array's journal.
+  struct Source {
+    std::string path;
+    int fd;
+  };
+  static Source source(const MappedArray& array);
   /// The mapped bytes of a writable array (no check: the pipeline checked it).
   static std::byte* writable_data(const MappedArray& array);
   /// How much of the array's mapping is in the page cache (0..1).
@@ -38,8 +46,10 @@ class MappedArrayAccess {
   static void start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end);
 
   /// A read-only array named `path` with `info`, read tile by tile by `reader` (a
-  /// selection of another array); `fd` is the file it comes from (locks, identity).
-  static MappedArray read_by(std::string path, ArrayInfo info, os::UniqueFd fd, std::unique_ptr<TileReader> reader);
+  /// selection of another array); `source` is the array its bytes come from (see
+  /// source()), whose file `fd` is open on (locks, identity).
+  static MappedArray read_by(std::string path, ArrayInfo info, std::string source, os::UniqueFd fd,
+                             std::unique_ptr<TileReader> reader);
   /// The temporary file a pending output from create_npy is written to until commit().
   static std::filesystem::path pending_path(const MappedArray& array);
   /// Maps `window` of the pending output `temp` that another process created (an MPI

@@ -580,9 +580,11 @@ MappedArray select(MappedArray source, const Selection& selection) {
   info.order = layout.order;
   info.data_offset = 0;
   const std::string path = source.path() + selection.text();
-  os::UniqueFd fd(::dup(detail::MappedArrayAccess::fd(source)));
+  // The same open file as the source's: a lock taken through one holds for both.
+  const auto [source_path, source_fd] = detail::MappedArrayAccess::source(source);
+  os::UniqueFd fd(::dup(source_fd));
   return detail::MappedArrayAccess::read_by(
-      path, std::move(info), std::move(fd),
+      path, std::move(info), source_path, std::move(fd),
       std::make_unique<SelectionReader>(std::move(source), std::move(layout), selection.text()));
 }
 

@@ -351,6 +351,10 @@ class JournalConflictTest(Case):
     def test_reading_a_half_rewritten_array_is_refused(self):
         self.refused("reduce", "sum", "a.npy")
         self.refused("apply", "scale:2", "a.npy", "-o", "out.npy")
+        # A selection reads the array's bytes: its journal is the array's.
+        err = self.refused("reduce", "sum", "a.npy[::2]")
+        self.assertTrue(err.startswith("oocrun: a.npy: "), err)
+        self.refused("apply", "scale:2", "a.npy[1:]", "-o", "out.npy")
 
     def test_info_still_works_and_the_same_command_finishes(self):
         self.assertEqual(self.run_ooc("info", "a.npy").returncode, 0)
@@ -477,6 +481,64 @@ class ConcurrencyTest(Case):
         self.assertEqual(rc, 0, err)
         self.assertEqual(json.loads(out)["value"], a.sum())
         np.testing.assert_array_equal(np.load(self.path("a.npy")), a)
+
+
+class LinkedReadersTest(Case):
+    """A selection or an HDF5 external link reads another array's bytes: the in-place
+    runs on that array and the readers through them exclude each other, as readers and
+    in-place runs of the array itself do."""
+
+    def setUp(self):
+        super().setUp()
+        import h5py
+        self.data = np.random.default_rng(13).standard_normal(1 << 20)
+        with h5py.File(self.path("target.h5"), "w") as f:
+            f["pad"] = np.full(1000, 7.0)
+            f["data"] = self.data
+        with h5py.File(self.path("link.h5"), "w") as f:
+            f["el"] = h5py.ExternalLink("target.h5", "/data")
+        self.save("a.npy", self.data)
+
+    def target(self):
+        import h5py
+        with h5py.File(self.path("target.h5"), "r") as f:
+            return f["data"][()]
+
+    def test_no_selection_or_link_is_read_while_its_source_is_rewritten_in_place(self):
+        for source, readers, message in (
+                ("a.npy", ["a.npy[::3]"], "a.npy: is being rewritten in place by another run"),
+                ("target.h5:/data", ["link.h5:/el", "link.h5:/el[5:]"],
+                 "target.h5:/data: is being rewritten in place by another run")):
+            first = self.start_paused("apply", "add-one", source, "--in-place", "--tile-bytes", "64K",
+                                      "--threads", "2")
+            for reader in readers:
+                self.assert_refused(["reduce", "sum", reader], message)
+            rc, _, err = self.finish(first)
+            self.assertEqual(rc, 0, err)
+        np.testing.assert_array_equal(np.load(self.path("a.npy")), self.data + 1)
+        np.testing.assert_array_equal(self.target(), self.data + 1)
+
+    def test_no_in_place_run_starts_under_a_reader_through_a_selection_or_a_link(self):
+        for source, reader in (("a.npy", "a.npy[::2]"), ("target.h5:/data", "link.h5:/el")):
+            r = self.start_caught_mid_run("reduce", "sum", reader, "--json", "--tile-bytes", "64K", "--threads", "1")
+            for extra in ([], ["--no-journal"]):
+                self.assert_refused(["apply", "add-one", source, "--in-place", *extra], "is in use by another run")
+            rc, out, err = self.finish(r)
+            self.assertEqual(rc, 0, err)
+        np.testing.assert_array_equal(np.load(self.path("a.npy")), self.data)
+        np.testing.assert_array_equal(self.target(), self.data)
+
+    def test_a_link_to_a_half_rewritten_dataset_is_refused(self):
+        p = self.start_paused("apply", "add-one", "target.h5:/data", "--in-place", "--threads", "2",
+                              "--tile-bytes", "64K")
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        self.assertIn("target.h5%data.ooc-journal", os.listdir(self.dir))
+        for reader in ("link.h5:/el", "link.h5:/el[::2]"):
+            self.assert_refused(["reduce", "sum", reader], "target.h5:/data: an in-place run on it did not finish")
+        p = self.run_ooc("apply", "add-one", "target.h5:/data", "--in-place")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(float(self.run_ooc("reduce", "sum", "link.h5:/el").stdout), (self.data + 1).sum())
 
 
 if __name__ == "__main__":

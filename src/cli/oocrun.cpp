@@ -541,6 +541,7 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
       throw ooc::UsageError("", "eval: the name '" + name + "' is bound twice");
     names.push_back(name);
     arrays.push_back(ooc::map_file(arg.substr(eq + 1)));
+    ooc::check_not_in_place(arrays.back());
     describe_reads(common, arrays.back());
   }
   std::vector<ooc::kernels::Binding> bindings;

@@ -355,6 +355,8 @@ class JournalConflictTest(Case):
         err = self.refused("reduce", "sum", "a.npy[::2]")
         self.assertTrue(err.startswith("oocrun: a.npy: "), err)
         self.refused("apply", "scale:2", "a.npy[1:]", "-o", "out.npy")
+        self.refused("eval", "sum(a)", "a=a.npy")
+        self.refused("eval", "a * 2", "a=a.npy[::2]", "-o", "out.npy")
 
     def test_info_still_works_and_the_same_command_finishes(self):
         self.assertEqual(self.run_ooc("info", "a.npy").returncode, 0)
@@ -513,6 +515,7 @@ class LinkedReadersTest(Case):
                                       "--threads", "2")
             for reader in readers:
                 self.assert_refused(["reduce", "sum", reader], message)
+                self.assert_refused(["eval", "sum(x)", f"x={reader}"], message)
             rc, _, err = self.finish(first)
             self.assertEqual(rc, 0, err)
         np.testing.assert_array_equal(np.load(self.path("a.npy")), self.data + 1)
@@ -523,6 +526,11 @@ class LinkedReadersTest(Case):
             r = self.start_caught_mid_run("reduce", "sum", reader, "--json", "--tile-bytes", "64K", "--threads", "1")
             for extra in ([], ["--no-journal"]):
                 self.assert_refused(["apply", "add-one", source, "--in-place", *extra], "is in use by another run")
+            rc, out, err = self.finish(r)
+            self.assertEqual(rc, 0, err)
+        for source, reader in (("a.npy", "a.npy"), ("target.h5:/data", "link.h5:/el")):
+            r = self.start_caught_mid_run("eval", "sum(x * 2)", f"x={reader}", "--tile-bytes", "64K", "--threads", "1")
+            self.assert_refused(["apply", "add-one", source, "--in-place"], "is in use by another run")
             rc, out, err = self.finish(r)
             self.assertEqual(rc, 0, err)
         np.testing.assert_array_equal(np.load(self.path("a.npy")), self.data)

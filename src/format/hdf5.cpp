@@ -3,8 +3,11 @@
 #include "ooc/error.hpp"
 
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <vector>
 #include <fstream>
 #include <mutex>
 #include <utility>
@@ -52,14 +55,34 @@ class Id {
 
 std::string where(const std::string& file, const std::string& dataset) { return file + ":" + dataset; }
 
+// The readers holding a dataset open (and with it its file, read-only): HDF5 opens a file
+// for writing only when nothing in the process holds it read-only, so a write into a file
+// being read (a new dataset beside a chunked input, or in the file an external link leads
+// to) first asks them to let go. Each opens its dataset again at its next read. Guarded by
+// the library lock.
+class Holder {
+ public:
+  virtual void let_go() = 0;
+
+ protected:
+  ~Holder() = default;
+};
+
+std::vector<Holder*>& holders() {
+  static std::vector<Holder*> all;
+  return all;
+}
+
 Id open_file(const std::string& file, bool writable) {
-  Id f(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) {
-    std::ifstream probe(file);
-    if (!probe) throw Error(file, "no such file, or it cannot be read");
-    throw Error(file, writable ? "cannot open the HDF5 file for writing" : "not an HDF5 file, or it is damaged");
+  auto attempt = [&] { return Id(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose); };
+  if (Id f = attempt(); f.valid()) return f;
+  if (writable && !holders().empty()) {
+    for (Holder* h : holders()) h->let_go();
+    if (Id f = attempt(); f.valid()) return f;
   }
-  return f;
+  std::ifstream probe(file);
+  if (!probe) throw Error(file, "no such file, or it cannot be read");
+  throw Error(file, writable ? "cannot open the HDF5 file for writing" : "not an HDF5 file, or it is damaged");
 }
 
 // True if every component of `path` exists as a link (H5Lexists needs each parent).
@@ -330,39 +353,43 @@ void boxes_of_run(const std::vector<hsize_t>& dims, std::size_t axis, std::vecto
   if (end % inner != 0) partial(hi, 0, end % inner);
 }
 
-class DatasetReader final : public detail::TileReader {
+class DatasetReader final : public detail::TileReader, public Holder {
  public:
-  DatasetReader(const std::string& file, const std::string& dataset) : label_(where(file, dataset)) {
+  DatasetReader(const std::string& file, const std::string& dataset)
+      : label_(where(file, dataset)), file_name_(file), dataset_name_(dataset), identity_(identity(file)) {
     Session session;
-    file_ = std::make_unique<Id>(open_file(file, false));
-    Id probe = open_dataset(file_->get(), file, dataset);
-    Id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
-    type_ = std::make_unique<Id>(H5Dget_type(probe.get()), H5Tclose);
-    item_ = H5Tget_size(type_->get());
-    const std::size_t item = item_;
-    Id space(H5Dget_space(probe.get()), H5Sclose);
-    const int ndims = H5Sget_simple_extent_ndims(space.get());
-    dims_.resize(static_cast<std::size_t>(std::max(0, ndims)));
-    H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr);
-    // A chunk cache that holds a whole row of chunks (the chunks a tile boundary may cut),
-    // so consecutive reads never decompress a chunk twice; bounded at 1 GiB.
-    std::size_t cache_bytes = 64u << 20;
-    if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED && !dims_.empty()) {
-      std::vector<hsize_t> chunk(dims_.size());
-      H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
-      std::size_t row_bytes = item * chunk[0];
-      for (std::size_t k = 1; k < dims_.size(); ++k)
-        row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
-      cache_bytes = std::clamp<std::size_t>(2 * row_bytes, cache_bytes, std::size_t{1} << 30);
+    {
+      Id f = open_file(file, false);
+      Id probe = open_dataset(f.get(), file, dataset);
+      Id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
+      Id type(H5Dget_type(probe.get()), H5Tclose);
+      item_ = H5Tget_size(type.get());
+      Id space(H5Dget_space(probe.get()), H5Sclose);
+      const int ndims = H5Sget_simple_extent_ndims(space.get());
+      dims_.resize(static_cast<std::size_t>(std::max(0, ndims)));
+      H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr);
+      // A chunk cache that holds a whole row of chunks (the chunks a tile boundary may cut),
+      // so consecutive reads never decompress a chunk twice; bounded at 1 GiB.
+      if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED && !dims_.empty()) {
+        std::vector<hsize_t> chunk(dims_.size());
+        H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+        std::size_t row_bytes = item_ * chunk[0];
+        for (std::size_t k = 1; k < dims_.size(); ++k)
+          row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
+        cache_bytes_ = std::clamp<std::size_t>(2 * row_bytes, cache_bytes_, std::size_t{1} << 30);
+      }
     }
-    Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
-    H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes, 1.0);
-    dataset_ = std::make_unique<Id>(H5Dopen2(file_->get(), dataset.c_str(), dapl.get()), H5Dclose);
-    if (!dataset_->valid()) throw Error(label_, "cannot open the dataset for reading");
+    hold();
+    holders().push_back(this);
   }
 
   ~DatasetReader() override {
     Session session;  // identifiers are closed under the lock too
+    std::erase(holders(), static_cast<Holder*>(this));
+    let_go();
+  }
+
+  void let_go() override {
     dataset_.reset();
     type_.reset();
     file_.reset();
@@ -375,6 +402,7 @@ class DatasetReader final : public detail::TileReader {
     std::byte* dst = buffer.data();
     if (end <= begin) return dst;
     Session session;
+    hold();
     std::vector<Box> boxes;
     if (dims_.empty()) {
       boxes.push_back({});
@@ -403,10 +431,31 @@ class DatasetReader final : public detail::TileReader {
   }
 
  private:
-  std::string label_;
+  // (device, inode) of a file by name, to tell that a name still means the file it did.
+  static std::pair<dev_t, ino_t> identity(const std::string& file) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) return {0, 0};
+    return {st.st_dev, st.st_ino};
+  }
+
+  // Opens the dataset, again after let_go(): the same file, or an error.
+  void hold() {
+    if (dataset_) return;
+    if (identity(file_name_) != identity_) throw Error(file_name_, "was replaced while being read");
+    file_ = std::make_unique<Id>(open_file(file_name_, false));
+    Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+    H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes_, 1.0);
+    dataset_ = std::make_unique<Id>(H5Dopen2(file_->get(), dataset_name_.c_str(), dapl.get()), H5Dclose);
+    if (!dataset_->valid()) throw Error(label_, "cannot open the dataset for reading");
+    type_ = std::make_unique<Id>(H5Dget_type(dataset_->get()), H5Tclose);
+  }
+
+  std::string label_, file_name_, dataset_name_;
+  std::pair<dev_t, ino_t> identity_;
   std::unique_ptr<Id> file_, type_, dataset_;
   std::vector<hsize_t> dims_;
   std::size_t item_ = 1;
+  std::size_t cache_bytes_ = 64u << 20;
 };
 
 }  // namespace

@@ -171,6 +171,28 @@ class ReadTest(Hdf5Case):
         np.testing.assert_array_equal(np.load(out), data + 1)
         self.assertEqual((digest(target), digest(link)), before, "reading changed a file")
 
+    def test_a_dataset_read_through_the_library_can_be_written_beside_in_its_own_file(self):
+        # HDF5 opens a file for writing only when nothing in the process holds it open
+        # read-only, as a chunked input or an external link's target is held while read.
+        target, link, data = self.make_linked_files()
+        with h5py.File(target, "r") as f:
+            chunked = f["g/c"][()]
+        run("apply", "add-one", f"{target}:/g/c", "-o", f"{target}:/g/c1", "--quiet")
+        run("apply", "add-one", f"{target}:/g/c", "-o", f"{target}:/g/c", "--overwrite", "--quiet")
+        run("eval", "x * 2 + y", f"x={link}:/el", f"y={target}:/g/c1[:1]", "-o", f"{target}:/e", "--quiet")
+        run("apply", "add-one", f"{link}:/el", "-o", f"{target}:/data", "--overwrite", "--quiet")
+        run("apply", "scale:3", f"{link}:/el", "-o", f"{link}:/copy", "--quiet")
+        with h5py.File(target, "r") as f:
+            np.testing.assert_array_equal(f["g/c1"][()], chunked + 1)
+            np.testing.assert_array_equal(f["g/c"][()], chunked + 1)
+            np.testing.assert_array_equal(f["e"][()], data * 2 + (chunked[:1] + 1))
+            np.testing.assert_array_equal(f["data"][()], data + 1)
+            np.testing.assert_array_equal(f["pad"][()], np.full(1000, 7.0))
+        with h5py.File(link, "r") as f:
+            np.testing.assert_array_equal(f["copy"][()], (data + 1) * 3)
+            np.testing.assert_array_equal(f["junk"][()], np.full(50000, 1.0))
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["link.h5", "target.h5"])
+
     def test_files_with_a_user_block_are_read_and_written_at_h5pys_offsets(self):
         for size in (512, 1024, 4096):
             path = self.tmp.file(f"ub{size}.h5")

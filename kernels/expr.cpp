@@ -910,15 +910,17 @@ void Expression::evaluate(MappedArray& out, const PipelineOptions& options) cons
     throw UsageError(out.path(), "the output's shape or order is not the expression's");
   Run run(impl, options);
   run.streams.add_output(out);
-  std::byte* base = out.writable_bytes().data();
   const DType to = out.dtype();
   const std::size_t item = static_cast<std::size_t>(to.itemsize());
   struct Done {};
   run_pipeline(
       run.plan, run.streams, options,
       [&](const Tile& tile) {
+        // The tile's place in the output: in the mapping, or in the buffer that direct
+        // output writes to the file at commit.
+        std::byte* first = run.streams.output(out, tile);
         impl.evaluate_range(tile.begin, tile.end, [&](std::int64_t at, const std::byte* values, std::int64_t n) {
-          convert(impl.dtype, values, to, base + static_cast<std::size_t>(at) * item, n);
+          convert(impl.dtype, values, to, first + static_cast<std::size_t>(at - tile.begin) * item, n);
         });
         return Done{};
       },

@@ -94,17 +94,20 @@ class EvalTest(unittest.TestCase):
         out = self.tmp.file("out.npy")
         for expression in EXPRESSIONS:
             expected = numpy_value(expression, self.env)
-            with self.subTest(expression=expression):
-                run("eval", expression, *self.bind(expression), "-o", out, "--tile-bytes", "4K", "--quiet")
-                got = np.load(out)
-                self.assertEqual(got.dtype, expected.dtype)
-                self.assertEqual(got.shape, expected.shape)
-                if got.ndim > 1:
-                    self.assertEqual(np.isfortran(got), np.isfortran(expected))
-                if "sin" in expression or "cos" in expression:  # float64 sin/cos: glibc's, exact unless AVX512
-                    np.testing.assert_allclose(got, expected, rtol=1e-15)
-                else:
-                    self.assertTrue(same_bits(got, expected))
+            # Both ways to write an output: through the mapping, and with O_DIRECT from
+            # buffers (what outputs of 64 MiB or more get by default).
+            for io in ("mmap", "direct"):
+                with self.subTest(expression=expression, io=io):
+                    run("eval", expression, *self.bind(expression), "-o", out, "--tile-bytes", "4K", "--io", io, "--quiet")
+                    got = np.load(out)
+                    self.assertEqual(got.dtype, expected.dtype)
+                    self.assertEqual(got.shape, expected.shape)
+                    if got.ndim > 1:
+                        self.assertEqual(np.isfortran(got), np.isfortran(expected))
+                    if "sin" in expression or "cos" in expression:  # float64 sin/cos: glibc's, exact unless AVX512
+                        np.testing.assert_allclose(got, expected, rtol=1e-15)
+                    else:
+                        self.assertTrue(same_bits(got, expected))
 
     def test_an_outermost_reduction_gives_numpys_scalar(self):
         for expression in REDUCED:
@@ -138,6 +141,21 @@ class EvalTest(unittest.TestCase):
         got = np.load(out)
         self.assertTrue(np.isfortran(got))
         self.assertTrue(same_bits(got, expected))
+
+    def test_a_result_of_64_mib_or_more_is_written_whole(self):
+        # From 64 MiB a new output is written with O_DIRECT from buffers, not the mapping.
+        x = np.arange(8_388_608 + 1000, dtype="<f8")
+        px = self.tmp.save("big.npy", x)
+        for out in (self.tmp.file("big_out.npy"), self.tmp.file("big_out.h5") + ":/r"):
+            run("eval", "x * 2 + 1", f"x={px}", "-o", out, "--quiet")
+            if out.endswith(".npy"):
+                got = np.load(out)
+            else:
+                import h5py
+                with h5py.File(out.split(":")[0], "r") as f:
+                    got = f["r"][()]
+            self.assertTrue(same_bits(got, x * 2 + 1), out)
+            del got
 
     def test_small_results_print_as_nested_lists(self):
         got = run_json("eval", "k * 2 + 1", f"k={self.paths['k']}")

@@ -192,6 +192,27 @@ void MappedArray::commit() {
 
 namespace {
 
+// Where an output named `path` goes: through symbolic links to the file they name (as
+// np.save and h5py write through them; the link stays a link). Refused when that is a
+// directory, or not a regular file: a device, FIFO or socket would be replaced by the
+// rename that puts a finished output in place.
+std::string output_target(const std::string& path) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  for (int hops = 0; std::filesystem::is_symlink(p, ec); ++hops) {
+    if (hops == 40) throw Error(path, "too many levels of symbolic links");
+    const std::filesystem::path to = std::filesystem::read_symlink(p, ec);
+    if (ec) throw Error(path, "cannot read the symbolic link: " + ec.message());
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  const std::filesystem::file_status st = std::filesystem::status(p, ec);
+  if (std::filesystem::is_directory(st)) throw Error(path, "is a directory");
+  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    throw UsageError(path, "exists and is not a regular file (a device, FIFO or socket): an output is written as a "
+                           "new file and renamed into place; name a file");
+  return p.string();
+}
+
 std::string dataset_names(const std::string& file) {
   std::string names;
   for (const hdf5::DatasetInfo& d : hdf5::list(file)) names += (names.empty() ? "" : ", ") + d.name;
@@ -331,12 +352,12 @@ ArrayInfo read_info(const std::string& path) {
 MappedArray create_npy(const std::string& path, DType dtype, const Shape& shape, Order order,
                        ElementRange window) {
   auto impl = MappedArray::Impl::output(path, "npy", dtype, shape, order);
-  if (std::filesystem::is_directory(path)) throw Error(path, "is a directory");
+  const std::string target = output_target(path);
   const std::string header = npy::make_header(dtype, shape, order);
   impl->info.format_version = std::to_string(static_cast<int>(header[6])) + ".0";
   impl->info.data_offset = header.size();
   std::filesystem::path temp;
-  impl->create_beside(path, temp);
+  impl->create_beside(target, temp);
   os::write_at(impl->fd.get(), header.data(), header.size(), 0, path);
   os::preallocate(impl->fd.get(), header.size() + impl->info.nbytes(), path);
   impl->map(window);
@@ -347,7 +368,7 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
   const auto where = hdf5::split(path);
   if (!where) throw UsageError(path, "an HDF5 output is named FILE.h5:/dataset");
   auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
-  const std::string& file = where->file;
+  const std::string file = output_target(where->file);
   const bool existing = std::filesystem::exists(file);
   if (existing) {
     if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");

@@ -4,6 +4,7 @@
 
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -80,8 +81,7 @@ Id open_file(const std::string& file, bool writable) {
     for (Holder* h : holders()) h->let_go();
     if (Id f = attempt(); f.valid()) return f;
   }
-  std::ifstream probe(file);
-  if (!probe) throw Error(file, "no such file, or it cannot be read");
+  if (::access(file.c_str(), R_OK) != 0) throw Error(file, "no such file, or it cannot be read");
   throw Error(file, writable ? "cannot open the HDF5 file for writing" : "not an HDF5 file, or it is damaged");
 }
 
@@ -467,8 +467,9 @@ std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const s
 std::optional<DatasetPath> split(std::string_view text) {
   for (std::size_t at = text.find(":/"); at != std::string_view::npos; at = text.find(":/", at + 1)) {
     const std::string file(text.substr(0, at));
-    std::ifstream probe(file);
-    if (has_hdf5_extension(file) || probe.good()) return DatasetPath{file, std::string(text.substr(at + 1))};
+    std::error_code ec;  // exists(), not an open: opening a FIFO would wait for a writer
+    if (has_hdf5_extension(file) || std::filesystem::exists(file, ec))
+      return DatasetPath{file, std::string(text.substr(at + 1))};
   }
   return std::nullopt;
 }
@@ -477,6 +478,8 @@ bool is_hdf5_file(const std::string& path) {
   // Where the HDF5 library looks: offset 0, then 512, 1024, 2048, ... (a file may start
   // with a user block of such a size, as MATLAB v7.3 .mat files do).
   static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  std::error_code ec;  // only a regular file is opened: a FIFO would wait for a writer
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return false;
   const std::streamoff size = in.tellg();

@@ -611,6 +611,44 @@ class OutputErrorTest(CliCase):
         self.assert_clean_failure(["apply", "add-one", self.good, "-o", "out.npy"], 1, names=["out.npy"],
                                   words=["directory"])
 
+    def test_an_output_is_never_put_in_place_of_a_device_fifo_or_socket(self):
+        # The rename that puts a finished output in place would replace the node (as
+        # root, `-o /dev/null` would leave a regular file there for every program).
+        os.mkfifo(self.path("fifo"))
+        nodes = ["fifo"]
+        try:
+            os.mknod(self.path("null"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            nodes.append("null")
+        except PermissionError:
+            pass  # not root: the FIFO stands for them all
+        os.symlink("fifo", self.path("to_fifo.npy"))
+        import socket
+        sock = socket.socket(socket.AF_UNIX)
+        self.addCleanup(sock.close)
+        sock.bind(self.path("sock"))
+        for out in nodes + ["to_fifo.npy", "sock"]:
+            for args in (["apply", "add-one", self.good, "-o", out], ["eval", "a * 2", f"a={self.good}", "-o", out],
+                         ["reduce", "sum", "m.npy", "--axis", "0", "-o", out],
+                         ["apply", "add-one", self.good, "-o", out + ":/x"]):
+                if args[2] == "m.npy" and not os.path.exists(self.path("m.npy")):
+                    self.save("m.npy", np.ones((4, 3)))
+                self.assert_clean_failure(args, 2, names=[out], words=["not a regular file"], timeout=HANG_TIMEOUT)
+        for node in nodes:
+            self.assertFalse(stat.S_ISREG(os.lstat(self.path(node)).st_mode))
+
+    def test_an_output_named_by_a_symbolic_link_is_written_through_it_as_numpy_does(self):
+        self.save("target.npy", np.zeros(3))
+        os.symlink("target.npy", self.path("link.npy"))
+        os.mkdir(self.path("sub"))
+        os.symlink(os.path.join("..", "new.npy"), self.path("sub/dangling.npy"))  # relative to its own directory
+        for link, target in (("link.npy", "target.npy"), ("sub/dangling.npy", "new.npy")):
+            rc, _, err = run_oocrun(["apply", "add-one", self.good, "-o", link, "--quiet"], self.dir)
+            self.assertEqual(rc, 0, err)
+            self.assertTrue(os.path.islink(self.path(link)))
+            np.testing.assert_array_equal(np.load(self.path(target)), np.arange(1000.0) + 1)
+        self.assertEqual(temporaries(self.dir), [])
+        self.assertEqual(temporaries(self.path("sub")), [])
+
     def test_output_with_trailing_slash(self):
         self.assert_clean_failure(["apply", "add-one", self.good, "-o", "out.npy/"], 1, names=["out.npy/"])
 

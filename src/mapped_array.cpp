@@ -375,8 +375,10 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
     if (const std::string other = hdf5::elsewhere(file, where->dataset); !other.empty())
       throw UsageError(path, "leads through an external link to " + other +
                                  ", in another file: ooc writes only into the file it names");
-    if (hdf5::exists(file, where->dataset) && !overwrite)
-      throw UsageError(path, "dataset already exists (--overwrite replaces it)");
+    const std::string existing = hdf5::existing_kind(file, where->dataset);
+    if (!existing.empty() && existing != "dataset")  // --overwrite would delete a whole group
+      throw UsageError(path, "is a " + existing + ", not a dataset: name a new dataset (--overwrite replaces only a dataset)");
+    if (!existing.empty() && !overwrite) throw UsageError(path, "dataset already exists (--overwrite replaces it)");
     // Written under a hidden name inside the file and renamed when complete; the file's
     // other objects are never touched.
     const std::string temp = "/.ooc-" + random_suffix();

@@ -68,7 +68,12 @@ TEST_CASE("a created dataset is contiguous, allocated, and described with its dt
   CHECK(info.layout == "contiguous");
   CHECK(info.mappable);
   CHECK(info.offset == offset);
-  CHECK(ooc::hdf5::exists(dir.file("f.h5"), "/a/b"));
+  CHECK(ooc::hdf5::existing_kind(dir.file("f.h5"), "/a/b") == "group");
+  CHECK(ooc::hdf5::existing_kind(dir.file("f.h5"), "/") == "group");
+  CHECK(ooc::hdf5::existing_kind(dir.file("f.h5"), "/a/b/c") == "dataset");
+  CHECK(ooc::hdf5::existing_kind(dir.file("f.h5"), "/a/x/y").empty());
+  CHECK_THROWS_WITH_AS(ooc::hdf5::existing_kind(dir.file("f.h5"), "/a/b/c/d"),
+                       doctest::Contains("/a/b/c is a dataset, not a group"), ooc::UsageError);
   const auto all = ooc::hdf5::list(dir.file("f.h5"));
   REQUIRE(all.size() == 1);
   CHECK(all[0].name == "/a/b/c");
@@ -89,13 +94,13 @@ TEST_CASE("moving and deleting datasets") {
   ooc::hdf5::create_dataset(dir.file("m.h5"), "/final", ooc::dtype_of<float>, {2});
   CHECK_THROWS_AS(ooc::hdf5::move_dataset(dir.file("m.h5"), "/tmp1", "/final", false), ooc::Error);
   ooc::hdf5::move_dataset(dir.file("m.h5"), "/tmp1", "/x/y/final", false);
-  CHECK(ooc::hdf5::exists(dir.file("m.h5"), "/x/y/final"));
-  CHECK_FALSE(ooc::hdf5::exists(dir.file("m.h5"), "/tmp1"));
+  CHECK(ooc::hdf5::existing_kind(dir.file("m.h5"), "/x/y/final") == "dataset");
+  CHECK(ooc::hdf5::existing_kind(dir.file("m.h5"), "/tmp1").empty());
   ooc::hdf5::move_dataset(dir.file("m.h5"), "/x/y/final", "/final", true);
-  CHECK_FALSE(ooc::hdf5::exists(dir.file("m.h5"), "/x/y/final"));
+  CHECK(ooc::hdf5::existing_kind(dir.file("m.h5"), "/x/y/final").empty());
   ooc::hdf5::delete_dataset(dir.file("m.h5"), "/final");
   ooc::hdf5::delete_dataset(dir.file("m.h5"), "/never");  // absent: nothing happens
-  CHECK_FALSE(ooc::hdf5::exists(dir.file("m.h5"), "/final"));
+  CHECK(ooc::hdf5::existing_kind(dir.file("m.h5"), "/final").empty());
 }
 
 TEST_CASE("errors name the file and the dataset") {

@@ -661,15 +661,17 @@ int main(int argc, char** argv) {
   reduce->add_option("--bins", reduce_args.bins, "histogram: number of equal bins (default 10)");
   reduce->add_option("--range", reduce_args.range, "histogram: LO:HI (default: the data's min and max)");
   reduce->add_option("--axis", reduce_args.axis, "reduce along this axis only (negative: from the end)");
-  reduce->add_option("-o,--output", reduce_args.output, "with --axis: write the result to this .npy");
+  reduce->add_option("-o,--output", reduce_args.output, "with --axis: write the result to path.npy or file.h5:/dataset");
+  reduce->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   std::string expr;
   std::vector<std::string> bound;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a numpy expression over named arrays, tile by tile");
   eval->add_option("EXPR", expr, "expression, e.g. \"2*a + sqrt(b)\" or \"sum(a*b)\"")->required();
   eval->add_option("NAME=ARRAY", bound, "the arrays the names stand for");
-  eval->add_option("-o,--output", out_path, "write the result to this .npy");
+  eval->add_option("-o,--output", out_path, "write the result to path.npy or file.h5:/dataset");
   eval->add_flag("--json", json, "print one JSON object");
+  eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
 

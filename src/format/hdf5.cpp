@@ -526,10 +526,29 @@ std::string elsewhere(const std::string& file, const std::string& name) {
   return "";
 }
 
-bool exists(const std::string& file, const std::string& name) {
+std::string existing_kind(const std::string& file, const std::string& name) {
   Session session;
   Id f = open_file(file, false);
-  return link_exists(f.get(), name);
+  auto kind = [&](const std::string& path) -> std::string {
+    if (path != "/" && H5Lexists(f.get(), path.c_str(), H5P_DEFAULT) <= 0) return "";
+    Id object(H5Oopen(f.get(), path.c_str(), H5P_DEFAULT), H5Oclose);
+    if (!object.valid()) return "link to nothing";
+    switch (H5Iget_type(object.get())) {
+      case H5I_GROUP: return "group";
+      case H5I_DATASET: return "dataset";
+      case H5I_DATATYPE: return "named datatype";
+      default: return "object";
+    }
+  };
+  // Each parent must be a group: nothing can be made inside a dataset.
+  for (std::size_t next = name.find('/', 1); next != std::string::npos; next = name.find('/', next + 1)) {
+    const std::string parent = name.substr(0, next);
+    const std::string k = kind(parent);
+    if (k.empty()) return "";  // it and what is under it are made as needed
+    if (k != "group")
+      throw UsageError(where(file, name), parent + " is a " + k + ", not a group: nothing can be made inside it");
+  }
+  return kind(name);
 }
 
 std::uint64_t create_dataset(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape) {

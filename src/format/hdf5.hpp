@@ -71,7 +71,9 @@ void delete_dataset(const std::string& file, const std::string& name);
 /// "other.h5:/data" when `name`, or the deepest group of it that exists, lies in another
 /// file than `file` (links lead there: an external link); "" when it lies in `file`.
 std::string elsewhere(const std::string& file, const std::string& name);
-/// True if `name` exists in `file` (as any object).
-bool exists(const std::string& file, const std::string& name);
+/// What `name` is in `file`: "" when nothing, else "dataset", "group", "named datatype",
+/// "link to nothing" (a dangling soft link) or "object". Throws ooc::UsageError when a
+/// parent of `name` exists and is not a group.
+std::string existing_kind(const std::string& file, const std::string& name);
 
 }  // namespace ooc::hdf5

@@ -349,6 +349,35 @@ class ErrorTest(Hdf5Case):
         self.error(2, "apply", "add-one", fortran, "-o", f"{self.tmp.file('o.h5')}:/x", words=["C order"])
         self.assertFalse(os.path.exists(self.tmp.file("o.h5")))
 
+    def test_overwrite_replaces_a_dataset_never_a_group(self):
+        path = self.tmp.file("t.h5")
+        with h5py.File(path, "w") as f:
+            f["c"] = np.arange(10.0)
+            f["g/x"] = np.arange(4.0)
+            f["g/y"] = np.arange(3.0)
+            f["soft"] = h5py.SoftLink("/nowhere")
+        before = digest(path)
+        for name, extra, words in (("/g", ["--overwrite"], ["is a group, not a dataset"]),
+                                   ("/g", [], ["is a group, not a dataset"]),
+                                   ("/", ["--overwrite"], ["is a group, not a dataset"]),
+                                   ("/soft", ["--overwrite"], ["link to nothing"]),
+                                   ("/c/x", [], ["/c is a dataset, not a group"]),
+                                   ("/c/x/y", ["--overwrite"], ["/c is a dataset, not a group"])):
+            for args in (["apply", "add-one", f"{path}:/c"], ["eval", "a + 1", f"a={path}:/c"]):
+                self.error(2, *args, "-o", f"{path}:{name}", *extra, words=[f"{path}:{name}", *words])
+        self.assertEqual(digest(path), before, "a refused write changed the file")
+        # A dataset in the group is replaced, by each command that writes one.
+        with h5py.File(path, "a") as f:
+            f["m"] = np.ones((4, 3))
+        run("apply", "add-one", f"{path}:/c", "-o", f"{path}:/g/x", "--overwrite", "--quiet")
+        run("eval", "a * 3", f"a={path}:/c", "-o", f"{path}:/g/y", "--overwrite", "--quiet")
+        run("reduce", "sum", f"{path}:/m", "--axis", "0", "-o", f"{path}:/c", "--overwrite", "--quiet")
+        with h5py.File(path, "r") as f:
+            np.testing.assert_array_equal(f["g/x"][()], np.arange(10.0) + 1)
+            np.testing.assert_array_equal(f["g/y"][()], np.arange(10.0) * 3)
+            np.testing.assert_array_equal(f["c"][()], np.full(3, 4.0))
+            self.assertEqual(sorted(f), ["c", "g", "m", "soft"])
+
     def test_nothing_is_written_through_an_external_link(self):
         target, link, _ = ReadTest.make_linked_files(self)
         before = digest(target), digest(link)

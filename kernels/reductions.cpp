@@ -119,6 +119,27 @@ Histogram::Histogram(std::int64_t bins, double lo, double hi, DType edges)
     });
     edges_[static_cast<std::size_t>(i)] = rounded;
   }
+  low_.value = edges_.front();
+  high_.value = edges_.back();
+}
+
+void Histogram::compare_exactly(DType array, const PyScalar& lo, const PyScalar& hi) {
+  if (array.kind() != Kind::signed_int && array.kind() != Kind::unsigned_int) return;
+  if (array.itemsize() != 8) return;  // smaller integers are exact in float64
+  auto exact = [&](Bound& b, const PyScalar& bound) {
+    if (!bound.is_integer) return;
+    if (array.kind() == Kind::signed_int) {
+      if (bound.negative || bound.uint_value <= static_cast<std::uint64_t>(INT64_MAX)) {
+        b.kind = Bound::Kind::int64;
+        b.int_value = bound.negative ? bound.int_value : static_cast<std::int64_t>(bound.uint_value);
+      }
+    } else if (!bound.negative) {
+      b.kind = Bound::Kind::uint64;
+      b.uint_value = bound.uint_value;
+    }
+  };
+  exact(low_, lo);
+  exact(high_, hi);
 }
 
 DType Histogram::edge_dtype(DType array, const PyScalar& lo, const PyScalar& hi) {
@@ -208,7 +229,9 @@ HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions
     hi = PyScalar::of_double(hi.as_double() + 0.5);
   }
   const DType edges = Histogram::edge_dtype(in.dtype(), lo, hi);
-  return reduce(in, Histogram(params_.bins, lo.as_double(), hi.as_double(), edges), options);
+  Histogram histogram(params_.bins, lo.as_double(), hi.as_double(), edges);
+  histogram.compare_exactly(in.dtype(), lo, hi);
+  return reduce(in, histogram, options);
 }
 
 }  // namespace ooc::kernels

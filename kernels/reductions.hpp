@@ -578,9 +578,19 @@ class Histogram {
   /// numbers given (value-based), float64 if that is an integer or bool type.
   static DType edge_dtype(DType array, const PyScalar& lo, const PyScalar& hi);
 
+  /// numpy keeps a value x when x >= lo and x <= hi, each compared in
+  /// result_type(array, bound): for an int64 or uint64 array and a Python int bound in
+  /// its range that is the array's own type, an exact comparison where float64 would
+  /// round both sides (nanosecond timestamps, 64-bit ids). Call after construction.
+  void compare_exactly(DType array, const PyScalar& lo, const PyScalar& hi);
+
   using State = std::vector<std::int64_t>;
   State identity() const { return State(static_cast<std::size_t>(bins_), 0); }
-  template <class T> using input_for = std::conditional_t<is_floating_v<T>, T, double>;
+  // 64-bit integers arrive as themselves, for compare_exactly; other integers as double.
+  template <class T>
+  using input_for = std::conditional_t<is_floating_v<T> || std::is_same_v<T, std::int64_t> ||
+                                           std::is_same_v<T, std::uint64_t>,
+                                       T, double>;
 
   template <class T>
   void partial(State& counts, const ConstArrayMap<T>& x) const {
@@ -602,10 +612,10 @@ class Histogram {
   void count_as(State& counts, const ConstArrayMap<T>& x) const {
     if constexpr (sizeof(E) >= sizeof(T)) {  // the edges' dtype holds the array's values
       const E first = static_cast<E>(edges_.front());
-      const double last = edges_.back();
       for (Eigen::Index k = 0; k < x.size(); ++k) {
         const E v = static_cast<E>(x[k]);
-        if (!(static_cast<double>(v) >= edges_.front() && static_cast<double>(v) <= last)) continue;
+        if (!(low_.admits<T, true>(x[k], static_cast<double>(v)) && high_.admits<T, false>(x[k], static_cast<double>(v))))
+          continue;
         std::int64_t i = static_cast<std::int64_t>(position(static_cast<E>(v - first)));
         if (i >= bins_) i = bins_ - 1;
         if (static_cast<double>(v) < edges_[static_cast<std::size_t>(i)]) --i;
@@ -622,7 +632,24 @@ class Histogram {
     return static_cast<double>(offset) * norm_;
   }
 
+  // One end of the range and how numpy compares values with it.
+  struct Bound {
+    enum class Kind { float64, int64, uint64 } kind = Kind::float64;
+    double value = 0;  // the bound in the edges' dtype
+    std::int64_t int_value = 0;
+    std::uint64_t uint_value = 0;
+    template <class T, bool kLow>
+    bool admits(T x, double as_double) const {
+      if constexpr (std::is_same_v<T, std::int64_t>)
+        if (kind == Kind::int64) return kLow ? x >= int_value : x <= int_value;
+      if constexpr (std::is_same_v<T, std::uint64_t>)
+        if (kind == Kind::uint64) return kLow ? x >= uint_value : x <= uint_value;
+      return kLow ? as_double >= value : as_double <= value;
+    }
+  };
+
   std::int64_t bins_;
+  Bound low_, high_;
   int edge_size_;
   int multiply_size_;
   double norm_;

@@ -180,6 +180,21 @@ class HistogramTest(unittest.TestCase):
             self.check(a.astype(dtype), 200, (-1, 1))
         self.check(np.array([], dtype="<f4"), 4, None)
 
+    def test_64_bit_integers_are_kept_or_dropped_by_exact_comparison_with_integer_bounds(self):
+        # numpy compares int64/uint64 data with Python-int bounds in the array's type, not
+        # float64, where 1700000000000000001 would equal 1700000000000000000.
+        ns = 1_700_000_000_000_000_000
+        t = np.array([ns + 1, ns, ns - 1, ns - 10**17, ns - 10**17 - 1, 2**63 - 1, -2**63], dtype="<i8")
+        for value_range in [(ns - 10**17, ns), (ns - 10**17 + 1, ns - 1), (-5, 2**63 - 1), (-5, 2**63),
+                            (-2**63, ns), (ns - 10**17, ns + 0.0), (float(ns - 10**17), ns)]:
+            for dtype in ("<i8", ">i8"):
+                self.check(t.astype(dtype), 2, value_range)
+        u = np.array([2**63, 5, 2**64 - 1, 2**64 - 2, 0, 2**53 + 1], dtype="<u8")
+        for value_range in [(0, 2**63 - 1), (5, 2**64 - 1), (0, 2**64 - 2), (6, 2**53 + 1), (-1, 2**53), (0, 2**53)]:
+            for dtype in ("<u8", ">u8"):
+                self.check(u.astype(dtype), 3, value_range)
+        self.check(t, 4, None)  # the data's own min and max: all kept
+
     def test_bad_histograms_are_refused_as_numpy_refuses_them(self):
         path = self.tmp.save("a.npy", np.array([1.0, np.nan]))
         for args, code, message in [(["--bins", "0"], 2, "must be positive"),

@@ -548,6 +548,21 @@ void Expression::Impl::rewrite_power(Node& n) {
 
 void Expression::Impl::check_ufunc(Node& n) {
   if (n.ufunc == Ufunc::power && n.args.size() == 2) rewrite_power(n);
+  if (n.ufunc == Ufunc::clip && n.args.size() == 3) {
+    // np.clip reads a 0-d NaN bound as no bound, the Python float -inf or inf (numpy
+    // 1.17's deprecated behaviour), unless `a` is a byte-swapped array; apply's clip does
+    // the same. Each bound is its own node: it is changed in place.
+    const Node& a = nodes[static_cast<std::size_t>(n.args[0])];
+    const bool swapped = a.array != nullptr && a.array->dtype().itemsize() > 1 && !a.array->dtype().is_native();
+    for (std::size_t k = 1; k < 3 && !swapped; ++k) {
+      Node& bound = nodes[static_cast<std::size_t>(n.args[k])];
+      if (!bound.is_constant() || bound.value.is_integer || !std::isnan(bound.value.float_value)) continue;
+      bound.python = true;
+      bound.ndarray = false;
+      bound.dtype = DType(Kind::floating, 8);
+      bound.value = PyScalar::of_double(k == 1 ? -INFINITY : INFINITY);
+    }
+  }
   if (n.kind == Node::Kind::copy) {
     const Node& x = nodes[static_cast<std::size_t>(n.args[0])];
     n.dtype = x.dtype;

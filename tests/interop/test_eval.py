@@ -38,6 +38,8 @@ def arrays():
         "w": sample("<i8", (300, 40), seed=9),
         "e": np.zeros((0, 40)),
         "v": sample("<f4", (7,), seed=10),
+        "n": np.array(np.nan),
+        "nb": np.array(np.nan, dtype=">f4"),
     }
 
 
@@ -54,6 +56,9 @@ EXPRESSIONS = [
     "q < i", "a < b", "a == c", "a != a", "i >= -3", "clip(a, -1, 1)", "clip(i, 0, 300)", "sin(c) + cos(c)",
     "log1p(abs(a))", "z + c", "z*2", "w + z", "u + w", "k ** 2", "m ** 2", "m*m", "sqrt(4)", "2*3", "7 / 2",
     "2 ** 62 / 2 ** 61", "where(1 < 2, 3, 4.5)", "a + z", "e * 2", "e + b", "((a))", "a*(b+1)/(c-2)",
+    # np.clip reads a 0-d NaN bound as no bound, unless the array is byte-swapped
+    "clip(a, 0, n)", "clip(a, n, 0.5)", "clip(a, nb, 1)", "clip(a, n, n)", "clip(b, 0, n)", "clip(i, n, 2)",
+    "clip(0.5, log(-1), a)", "clip(a, 0, 1e400 - 1e400)", "clip(a + 1, 0, sqrt(-1))", "clip(n, 0, 1)",
 ]
 # Outermost reductions of expressions; var, std and norm within rounding (DESIGN.md).
 REDUCED = [

@@ -111,16 +111,28 @@ Histogram::Histogram(std::int64_t bins, double lo, double hi, DType edges)
     double edge = step == 0 ? static_cast<double>(i) / static_cast<double>(bins) * delta + lo
                             : static_cast<double>(i) * step + lo;
     if (i == bins) edge = hi;
-    double rounded = 0;
-    visit_dtype(edges, [&]<class E>(std::type_identity<E>) {
-      E e;
-      convert(dtype_of<double>, &edge, dtype_of<E>, &e, 1);
-      rounded = static_cast<double>(e);
-    });
-    edges_[static_cast<std::size_t>(i)] = rounded;
+    edges_[static_cast<std::size_t>(i)] = rounded_to(edges, edge);
   }
-  low_.value = edges_.front();
-  high_.value = edges_.back();
+  // Values are kept by comparison with lo and hi in the edges' dtype, not with the first
+  // edge: np.linspace gives NaN there when hi - lo overflows, and numpy keeps values.
+  low_.value = rounded_to(edges, lo);
+  high_.value = rounded_to(edges, hi);
+}
+
+double Histogram::rounded_to(DType dtype, double value) {
+  double rounded = 0;
+  visit_dtype(dtype, [&]<class E>(std::type_identity<E>) {
+    E e;
+    convert(dtype_of<double>, &value, dtype_of<E>, &e, 1);
+    rounded = static_cast<double>(e);
+  });
+  return rounded;
+}
+
+void Histogram::overflowed(int edge_size) {
+  throw std::range_error("histogram: (x - lo) * bins / (hi - lo) overflows float" + std::to_string(8 * edge_size) +
+                         ", the edges' dtype, for this range and bin count, and numpy fails there (IndexError); "
+                         "use fewer bins or a narrower range");
 }
 
 void Histogram::compare_exactly(DType array, const PyScalar& lo, const PyScalar& hi) {

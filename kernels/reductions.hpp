@@ -611,12 +611,15 @@ class Histogram {
   template <class E, class T>
   void count_as(State& counts, const ConstArrayMap<T>& x) const {
     if constexpr (sizeof(E) >= sizeof(T)) {  // the edges' dtype holds the array's values
-      const E first = static_cast<E>(edges_.front());
+      const E first = static_cast<E>(low_.value);  // numpy subtracts lo, not the first edge
       for (Eigen::Index k = 0; k < x.size(); ++k) {
         const E v = static_cast<E>(x[k]);
         if (!(low_.admits<T, true>(x[k], static_cast<double>(v)) && high_.admits<T, false>(x[k], static_cast<double>(v))))
           continue;
-        std::int64_t i = static_cast<std::int64_t>(position(static_cast<E>(v - first)));
+        const double guess = position(static_cast<E>(v - first));
+        // Beyond the last edge (or not a number) only when E's arithmetic overflowed.
+        if (!(guess < static_cast<double>(bins_) + 1)) overflowed(edge_size_);
+        std::int64_t i = static_cast<std::int64_t>(guess);
         if (i >= bins_) i = bins_ - 1;
         if (static_cast<double>(v) < edges_[static_cast<std::size_t>(i)]) --i;
         if (i != bins_ - 1 && static_cast<double>(v) >= edges_[static_cast<std::size_t>(i) + 1]) ++i;
@@ -631,6 +634,9 @@ class Histogram {
     if (multiply_size_ == 4) return static_cast<double>(static_cast<float>(offset) * norm_float_);
     return static_cast<double>(offset) * norm_;
   }
+
+  static double rounded_to(DType dtype, double value);
+  [[noreturn]] static void overflowed(int edge_size);
 
   // One end of the range and how numpy compares values with it.
   struct Bound {

@@ -160,6 +160,12 @@ class HistogramTest(unittest.TestCase):
                 self.assertEqual(proc.returncode, 1, f"numpy says {e}")
                 self.assertIn(str(e), proc.stderr)
                 return
+            except IndexError as e:  # numpy's own arithmetic overflowed: an error, not counts
+                proc = run(*args, check=False)
+                self.assertEqual(proc.returncode, 1, f"numpy says {e}; ooc: {proc.stdout}")
+                self.assertIn(f"{path}: histogram: (x - lo) * bins / (hi - lo) overflows", proc.stderr)
+                self.assertEqual(proc.stderr.count("\n"), 1)
+                return
         got = run_json(*args)
         with self.subTest(dtype=a.dtype.str, bins=bins, range=value_range):
             self.assertEqual(got["counts"], counts.tolist())
@@ -194,6 +200,17 @@ class HistogramTest(unittest.TestCase):
             for dtype in ("<u8", ">u8"):
                 self.check(u.astype(dtype), 3, value_range)
         self.check(t, 4, None)  # the data's own min and max: all kept
+
+    def test_where_numpys_arithmetic_overflows_it_fails_and_so_does_ooc(self):
+        x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+        for a, bins, value_range in [(x.astype("<f2"), 100000, (-2.5, 2.5)), (x.astype("<f2"), 70000, (-2.5, 2.5)),
+                                     (np.array([-1, 0.5, 30000, -30000, 39999, 40000], "<f2"), 3, (-40000.0, 40000.0)),
+                                     (np.array([1.0, -3e38, 3e38], "<f4"), 3, (-3e38, 3e38)),
+                                     (np.array([1.0, -1e308, 1e308]), 3, (-1e308, 1e308)),
+                                     # hi - lo overflows but no value's offset does: all in bin 0, NaN edges
+                                     (np.array([1.0, 0.0, -5.0, 1e307]), 3, (-1e308, 1e308)),
+                                     (x.astype("<f2"), 5000, (-2.5, 2.5))]:  # and one numpy answers
+            self.check(a, bins, value_range)
 
     def test_bad_histograms_are_refused_as_numpy_refuses_them(self):
         path = self.tmp.save("a.npy", np.array([1.0, np.nan]))

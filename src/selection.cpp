@@ -406,10 +406,17 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
     std::vector<std::size_t> c_order(r);
     std::iota(c_order.begin(), c_order.end(), 0);
     std::vector<std::size_t> f_order(c_order.rbegin(), c_order.rend());
+    // Axes of length 1 take no part in the order (numpy's contiguity flags ignore them):
+    // a (3000, 4, 1) result laid out list axis first is F-contiguous.
+    auto longer_than_one = [&](std::vector<std::size_t> axes) {
+      std::erase_if(axes, [&](std::size_t d) { return dims[d].count == 1; });
+      return axes;
+    };
+    memory = longer_than_one(memory);
     // numpy's result is C- or F-contiguous in every case but a list in a middle axis of a
-    // result of 3 or more axes; ooc then keeps the source's order (DESIGN.md).
-    if (memory == c_order) layout.order = Order::c;
-    else if (memory == f_order) layout.order = Order::fortran;
+    // result of 3 or more axes longer than 1; ooc then keeps the source's order (DESIGN.md).
+    if (memory == longer_than_one(c_order)) layout.order = Order::c;
+    else if (memory == longer_than_one(f_order)) layout.order = Order::fortran;
   }
 
   for (const Loop& d : dims) layout.shape.push_back(d.count);

@@ -26,7 +26,10 @@ SELECTIONS_2D = ["::5, 3", "1000:2000, [0, 4, 7]", ":, 10:20", "::-3, 5", "-1", 
                  "-50:, ::-2", "3:900:7, -3:", ":, [0, -1, 2]", "::2", ":", "", "1:1", "[]", "10:0, 2",
                  "-5000:-4000:3, 39", "123, ::3", "[-1, 0, 1999]"]
 SELECTIONS_3D = ["::2, 3, 1:5", "1, :, [1, 3, 5]", "[1, 5, 7], :, 2", ":, 2, [1, 3]", "[3, 0, 3], 5, 1:",
-                 "-1, -1, -1", "::-1, ::7, ::-3", "4:9"]
+                 "-1, -1, -1", "::-1, ::7, ::-3", "4:9",
+                 # a list in a middle axis, but with axes of length 1 numpy's result is C or F
+                 ":, [3, 0, 2, 1], 3:4", ":, 2:3, [6, 5, 1, 0, 2, 3]", "1:2, [1, 2, 7, 9], :",
+                 "[3, 0, 3], 1:2, 4:5", "2:3, [1, 2], 5:6"]
 # numpy's result of these is neither C- nor F-contiguous (the list's axis is outermost in
 # memory but not first in the shape): ooc reads them in the source's order, so their
 # sums agree within rounding rather than bit for bit (DESIGN.md, "Selections").

@@ -232,6 +232,9 @@ ArrayInfo hdf5_layout(const std::string& path, const hdf5::DatasetPath& where, i
     throw UsageError(path, "is an external link to " + dataset.elsewhere +
                                ", in another file: it cannot be modified in place (name that file's dataset)");
   streamed = !dataset.mappable;
+  if (writable && streamed)  // only a mapped dataset is rewritten in place
+    throw UsageError(path, "cannot be modified in place: " + dataset.why_not_mappable +
+                               " (only contiguous, unfiltered, written datasets are)");
   ArrayInfo info;
   info.format = "hdf5";
   info.dtype = *dataset.dtype;
@@ -303,7 +306,6 @@ void MappedArray::Impl::open(const std::string& name, Access access) {
       source_fd = os::open_existing(target->file, false);
     }
     if (streamed) {
-      if (writable) throw UsageError(name, "a chunked or compressed dataset cannot be modified in place");
       reader = hdf5::open_reader(file, dataset->dataset);
       window = ElementRange{0, info.size()};  // read tile by tile, wherever the tiles are
     }

@@ -338,8 +338,15 @@ class ErrorTest(Hdf5Case):
         chunked = self.tmp.file("c.h5")
         with h5py.File(chunked, "w") as f:
             f.create_dataset("c", data=np.arange(10), chunks=(5,), compression="gzip")
+            f.create_dataset("unwritten", shape=(10,), dtype="f8")
+            compact = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            compact.set_layout(h5py.h5d.COMPACT)
+            f.create_dataset("compact", data=np.arange(4.0), dcpl=compact)
         before = digest(chunked)
-        self.error(2, "apply", "add-one", f"{chunked}:/c", "--in-place", words=["chunked"])
+        for name, why in (("c", "its layout is chunked"), ("unwritten", "not allocated (never written)"),
+                          ("compact", "its layout is compact")):
+            self.error(2, "apply", "add-one", f"{chunked}:/{name}", "--in-place",
+                       words=[f"{chunked}:/{name}", "cannot be modified in place", why])
         self.assertEqual(digest(chunked), before)
         lzf = self.tmp.file("lzf.h5")
         with h5py.File(lzf, "w") as f:

@@ -482,15 +482,11 @@ ElementwiseOp ElementwiseOp::parse(std::string_view spec) {
     if (given != 1) throw UsageError("", "operation '" + op.spec_ + "' needs a dtype, as in cast:float32");
     op.cast_ = true;
     try {
-      op.cast_to_ = DType::from_name(parts[1]);
-    } catch (const std::invalid_argument&) {
-      try {
-        op.cast_to_ = DType::parse(parts[1]).native();
-      } catch (const std::invalid_argument& e) {
-        throw UsageError("", "operation '" + op.spec_ + "': " + e.what() +
-                                 " (known: bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
-                                 "float16, float32, float64)");
-      }
+      op.cast_to_ = DType::from_numpy(parts[1]).native();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("", "operation '" + op.spec_ + "': " + e.what() +
+                               " (known: bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
+                               "float16, float32, float64, and numpy's other names and codes for them)");
     }
     return op;
   }

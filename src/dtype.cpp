@@ -88,6 +88,28 @@ DType DType::from_name(std::string_view name) {
   throw std::invalid_argument("unknown dtype name '" + std::string(name) + "'");
 }
 
+DType DType::from_numpy(std::string_view text) {
+  // numpy's other names and its one-letter codes for the dtypes ooc handles (np.dtype(...)
+  // on x86-64 Linux: int is int64, intc int32, long double and complex are not handled).
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 36> kAliases{{
+      {"float", "f8"},  {"double", "f8"},   {"float_", "f8"},  {"single", "f4"},    {"half", "f2"},
+      {"int", "i8"},    {"int_", "i8"},     {"intp", "i8"},    {"int0", "i8"},      {"longlong", "i8"},
+      {"intc", "i4"},   {"short", "i2"},    {"byte", "i1"},    {"uint", "u8"},      {"uintp", "u8"},
+      {"uint0", "u8"},  {"ulonglong", "u8"}, {"uintc", "u4"},  {"ushort", "u2"},    {"ubyte", "u1"},
+      {"bool_", "b1"},  {"?", "b1"},        {"e", "f2"},       {"f", "f4"},         {"d", "f8"},
+      {"b", "i1"},      {"h", "i2"},        {"i", "i4"},       {"l", "i8"},         {"q", "i8"},
+      {"p", "i8"},      {"B", "u1"},        {"H", "u2"},       {"I", "u4"},         {"L", "u8"},
+      {"Q", "u8"},
+  }};
+  for (const auto& [alias, descr] : kAliases)
+    if (alias == text) return parse(descr);
+  try {
+    return from_name(text);
+  } catch (const std::invalid_argument&) {
+    return parse(text);
+  }
+}
+
 std::string DType::descr() const {
   const char order = itemsize_ == 1 ? '|' : (order_ == ByteOrder::little ? '<' : '>');
   return std::string{order, kind_char(kind_)} + std::to_string(itemsize_);

@@ -240,6 +240,21 @@ TEST_CASE("from_name refuses names numpy would not use for a supported dtype") {
   }
 }
 
+TEST_CASE("from_numpy reads what np.dtype reads for the dtypes ooc handles") {
+  // np.dtype(text).str on x86-64 Linux, numpy 1.24.
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"float", "<f8"}, {"int", "<i8"},   {"double", "<f8"}, {"half", "<f2"},  {"single", "<f4"}, {"intc", "<i4"},
+      {"byte", "|i1"},  {"ubyte", "|u1"}, {"short", "<i2"},  {"uint", "<u8"},  {"bool_", "|b1"},  {"b", "|i1"},
+      {"B", "|u1"},     {"?", "|b1"},     {"e", "<f2"},      {"d", "<f8"},     {"L", "<u8"},      {"float32", "<f4"},
+      {"bool", "|b1"},  {"<u2", "<u2"},   {">f4", ">f4"},    {"i8", "<i8"}};
+  for (const auto& [text, descr] : cases) {
+    CAPTURE(text);
+    CHECK(DType::from_numpy(text).descr() == descr);
+  }
+  for (std::string_view bad : {"complex128", "longdouble", "g", "F", "O", "", "float128"})
+    CHECK_THROWS_AS(DType::from_numpy(bad), std::invalid_argument);
+}
+
 TEST_CASE("dtype_of maps each C++ element type to its native dtype") {
   CHECK(ooc::dtype_of<bool> == DType::parse("b1"));
   CHECK(ooc::dtype_of<std::int8_t> == DType::parse("i1"));

@@ -32,6 +32,10 @@ class DType {
   static DType parse(std::string_view descr);
   /// Parses a numpy type name ("float64", "int16", "bool").
   static DType from_name(std::string_view name);
+  /// What np.dtype(text) gives, for the dtypes ooc handles: a type name, another of
+  /// numpy's names for it ("float", "int", "single", "ubyte"), a one-letter code ("d",
+  /// "b", "?") or a descr ("<f4", "u2"). Throws std::invalid_argument.
+  static DType from_numpy(std::string_view text);
 
   constexpr Kind kind() const { return kind_; }
   constexpr int itemsize() const { return itemsize_; }

@@ -56,6 +56,9 @@ def numpy_ops():
         "cast:int64": lambda a: a.astype("i8"), "cast:float16": lambda a: a.astype("f2"),
         "cast:float32": lambda a: a.astype("f4"), "cast:bool": lambda a: a.astype("?"),
         "cast:f8": lambda a: a.astype("f8"),
+        # numpy's other names and one-letter codes (b is int8, not bool)
+        "cast:float": lambda a: a.astype("float"), "cast:int": lambda a: a.astype("int"),
+        "cast:b": lambda a: a.astype("b"), "cast:H": lambda a: a.astype("H"),
     }
 
 

@@ -359,6 +359,50 @@ __int128 wide(const PyScalar& s) {
   return s.negative ? static_cast<__int128>(s.int_value) : static_cast<__int128>(s.uint_value);
 }
 
+// Python's comparison of two numbers: exact between ints and between an int and a float
+// (9007199254740993 > 9007199254740992.0); -2, 0 or 2 for less, equal or greater, and
+// 1 when a NaN makes them unordered.
+int python_compare(const PyScalar& a, const PyScalar& b) {
+  auto sign = [](auto x, auto y) { return x < y ? -2 : x > y ? 2 : 0; };
+  if (a.is_integer && b.is_integer) return sign(wide(a), wide(b));
+  if (!a.is_integer && !b.is_integer) {
+    if (std::isnan(a.float_value) || std::isnan(b.float_value)) return 1;
+    return sign(a.float_value, b.float_value);
+  }
+  const bool int_first = a.is_integer;
+  const __int128 i = wide(int_first ? a : b);
+  const double f = int_first ? b.float_value : a.float_value;
+  int order;  // of i against f
+  if (std::isnan(f)) return 1;
+  if (f >= 0x1p126) order = -2;
+  else if (f <= -0x1p126) order = 2;
+  else {
+    const double whole = std::floor(f);
+    const auto w = static_cast<__int128>(whole);
+    order = i < w ? -2 : i > w ? 2 : (whole == f ? 0 : -2);
+  }
+  return int_first ? order : -order;
+}
+
+// Python's int / int: the exact quotient rounded once to the nearest double.
+double python_true_divide(__int128 a, __int128 b) {
+  const bool negative = (a < 0) != (b < 0);
+  const auto x = static_cast<unsigned __int128>(a < 0 ? -a : a), y = static_cast<unsigned __int128>(b < 0 ? -b : b);
+  if (x == 0) return negative ? -0.0 : 0.0;
+  auto bits = [](unsigned __int128 v) {
+    int n = 0;
+    while (v != 0) v >>= 1, ++n;
+    return n;
+  };
+  // Scale the numerator so the quotient has 55 or 56 bits, two below double's 53 plus a
+  // sticky bit for the remainder: the conversion to double then rounds as Python does.
+  const int shift = std::max(0, 55 + bits(y) - bits(x));
+  unsigned __int128 q = (x << shift) / y;
+  if ((x << shift) % y != 0) q |= 1;
+  const double magnitude = std::ldexp(static_cast<double>(q), -shift);
+  return negative ? -magnitude : magnitude;
+}
+
 }  // namespace
 
 // ---- the checked expression ---------------------------------------------------------------
@@ -431,7 +475,7 @@ void Expression::Impl::fold_python(Node& n) {
     }
     case Ufunc::divide:
       if (b.as_double() == 0) fail(n, "division by zero");
-      result = PyScalar::of_double(a.as_double() / b.as_double());
+      result = PyScalar::of_double(ints ? python_true_divide(wide(a), wide(b)) : a.as_double() / b.as_double());
       break;
     case Ufunc::power:
       if (ints && !b.negative) {
@@ -451,12 +495,12 @@ void Expression::Impl::fold_python(Node& n) {
         result = PyScalar::of_double(std::pow(a.as_double(), b.as_double()));
       }
       break;
-    case Ufunc::less: is_bool = true; truth = a.as_double() < b.as_double(); break;
-    case Ufunc::less_equal: is_bool = true; truth = a.as_double() <= b.as_double(); break;
-    case Ufunc::greater: is_bool = true; truth = a.as_double() > b.as_double(); break;
-    case Ufunc::greater_equal: is_bool = true; truth = a.as_double() >= b.as_double(); break;
-    case Ufunc::equal: is_bool = true; truth = a.as_double() == b.as_double(); break;
-    case Ufunc::not_equal: is_bool = true; truth = a.as_double() != b.as_double(); break;
+    case Ufunc::less: is_bool = true; truth = python_compare(a, b) == -2; break;
+    case Ufunc::less_equal: is_bool = true; truth = python_compare(a, b) == -2 || python_compare(a, b) == 0; break;
+    case Ufunc::greater: is_bool = true; truth = python_compare(a, b) == 2; break;
+    case Ufunc::greater_equal: is_bool = true; truth = python_compare(a, b) == 2 || python_compare(a, b) == 0; break;
+    case Ufunc::equal: is_bool = true; truth = python_compare(a, b) == 0; break;
+    case Ufunc::not_equal: is_bool = true; truth = python_compare(a, b) != 0; break;
     default: return fold_numpy(n);  // functions of Python numbers are numpy's
   }
   n.kind = Node::Kind::constant;

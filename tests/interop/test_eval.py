@@ -59,6 +59,11 @@ EXPRESSIONS = [
     # np.clip reads a 0-d NaN bound as no bound, unless the array is byte-swapped
     "clip(a, 0, n)", "clip(a, n, 0.5)", "clip(a, nb, 1)", "clip(a, n, n)", "clip(b, 0, n)", "clip(i, n, 2)",
     "clip(0.5, log(-1), a)", "clip(a, 0, 1e400 - 1e400)", "clip(a + 1, 0, sqrt(-1))", "clip(n, 0, 1)",
+    # Python compares ints, and ints with floats, exactly; int / int is the exact quotient rounded once
+    "9007199254740993 == 9007199254740992", "9223372036854775807 < 9223372036854775808",
+    "9007199254740993 > 9007199254740992.0", "-9007199254740993 < -9007199254740992.0", "3 > 1e400",
+    "9007199254740993 / 3", "2**63 / 3", "5 / -3", "1 / 9223372036854775807", "(2**62 + 1) / (2**62 - 1)",
+    "where(9007199254740993 > 9007199254740992.0, a, -a)",
 ]
 # Outermost reductions of expressions; var, std and norm within rounding (DESIGN.md).
 REDUCED = [

@@ -317,6 +317,9 @@ TEST_CASE("Python 2 long suffixes on dimensions are accepted") {
   const Header h = parse(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }", 24));
   CHECK(h.shape == (Shape{2, 3}));
   CHECK(parse(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (6l,), }", 24)).shape == Shape{6});
+  CHECK(parse(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (6L,), }", 24, 2)).shape == Shape{6});
+  // Version 3.0 came after Python 2: numpy does not filter its header, and refuses 6L.
+  CHECK_THROWS_AS(parse(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (6L,), }", 24, 3)), FormatError);
 }
 
 TEST_CASE("a file with more bytes than the header promises is accepted") {
@@ -437,6 +440,14 @@ TEST_CASE("an unsupported descr is refused, naming it") {
 TEST_CASE("a negative dimension is refused") {
   CHECK_THROWS_WITH_AS(parse(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, -1), }", 24)),
                        doctest::Contains("negative dimension"), FormatError);
+  CHECK_THROWS_WITH_AS(parse(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (-10,), }", 24)),
+                       doctest::Contains("negative dimension"), FormatError);
+}
+
+TEST_CASE("-0 is a dimension of 0, as Python reads it") {
+  CHECK(parse(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (-0, 3), }", 0)).shape == (Shape{0, 3}));
+  CHECK(parse(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (-00,), }", 0)).shape == Shape{0});
+  CHECK_THROWS_AS(parse(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (-,), }", 0)), FormatError);
 }
 
 TEST_CASE("a dimension that overflows int64 is refused") {

@@ -24,7 +24,9 @@ std::uint32_t read_le(std::span<const std::byte> bytes, std::size_t at, std::siz
 // Python 2 "L" suffixes) and nothing that would need evaluating.
 class DictReader {
  public:
-  explicit DictReader(std::string_view text) : text_(text) {}
+  // Python 2 long literals (3L) only in versions 1.0 and 2.0, which Python 2 wrote:
+  // numpy filters them out of those alone.
+  DictReader(std::string_view text, bool python2_longs) : text_(text), python2_longs_(python2_longs) {}
 
   Header read() {
     Header h;
@@ -115,7 +117,8 @@ class DictReader {
   }
   std::int64_t read_dimension() {
     skip_space();
-    if (peek() == '-') fail("shape has a negative dimension");
+    const bool minus = peek() == '-';  // -0 is 0 to Python; anything else below is refused
+    if (minus) ++pos_;
     if (peek() < '0' || peek() > '9') fail_at("expected a dimension");
     std::int64_t value = 0;
     while (peek() >= '0' && peek() <= '9') {
@@ -124,7 +127,8 @@ class DictReader {
         fail("shape has a dimension that overflows int64");
       ++pos_;
     }
-    if (peek() == 'L' || peek() == 'l') ++pos_;  // Python 2 long literal
+    if (python2_longs_ && (peek() == 'L' || peek() == 'l')) ++pos_;  // Python 2 long literal
+    if (minus && value != 0) fail("shape has a negative dimension");
     return value;
   }
   Shape read_shape() {
@@ -156,6 +160,7 @@ class DictReader {
   }
 
   std::string_view text_;
+  bool python2_longs_;
   std::size_t pos_ = 0;
 };
 
@@ -189,7 +194,7 @@ Header parse_header(std::span<const std::byte> prefix, std::uint64_t file_size) 
   if (std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80 || c == '\0'; }))
     throw FormatError("header contains bytes that are not ASCII");
 
-  Header h = DictReader(text).read();
+  Header h = DictReader(text, prefix[6] != std::byte{3}).read();
   h.major_version = static_cast<int>(prefix[6]);
   h.minor_version = 0;
   h.data_offset = length;

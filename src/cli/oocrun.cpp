@@ -556,30 +556,51 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
   const auto start = std::chrono::steady_clock::now();
   std::string value_json, value_text, dtype_name = expression.dtype().name();
   ooc::Shape shape = expression.shape();
-  if (expression.reduction()) {
-    if (!out_path.empty()) throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
-    const ooc::Scalar value = expression.reduce(options);
-    value_json = value.to_json();
-    value_text = value.to_string();
-    dtype_name = value.dtype().name();
-    shape = {};
-  } else if (!out_path.empty()) {
-    for (const ooc::MappedArray& a : arrays) {
-      std::error_code ec;
-      if (std::filesystem::equivalent(a.path(), out_path, ec))
-        throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
+  // An error that comes from the data (an integer to a negative power, max of nothing)
+  // names the arrays it was computed from.
+  auto inputs = [&] {
+    std::string names;
+    for (const ooc::MappedArray& a : arrays) names += (names.empty() ? "" : ", ") + a.path();
+    return names;
+  };
+  try {
+    if (expression.reduction()) {
+      if (!out_path.empty()) throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
+      const ooc::Scalar value = expression.reduce(options);
+      value_json = value.to_json();
+      value_text = value.to_string();
+      dtype_name = value.dtype().name();
+      shape = {};
+    } else if (!out_path.empty()) {
+      for (const ooc::MappedArray& a : arrays) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(a.path(), out_path, ec))
+          throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
+      }
+      ooc::MappedArray out = ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite);
+      expression.evaluate(out, options);
+      out.commit();
+    } else {
+      const std::int64_t count = *ooc::element_count(expression.shape());
+      if (count > kMaxPrintedElements)
+        throw ooc::UsageError("", "eval: the result has " + std::to_string(count) +
+                                      " elements; write it to a file with -o OUT.npy");
+      const std::vector<std::byte> values = expression.evaluate(options);
+      value_json = nested_json(values.data(), expression.dtype(), expression.shape(), expression.order());
+      value_text = value_json;
     }
-    ooc::MappedArray out = ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite);
-    expression.evaluate(out, options);
-    out.commit();
-  } else {
-    const std::int64_t count = *ooc::element_count(expression.shape());
-    if (count > kMaxPrintedElements)
-      throw ooc::UsageError("", "eval: the result has " + std::to_string(count) +
-                                    " elements; write it to a file with -o OUT.npy");
-    const std::vector<std::byte> values = expression.evaluate(options);
-    value_json = nested_json(values.data(), expression.dtype(), expression.shape(), expression.order());
-    value_text = value_json;
+  } catch (const ooc::UsageError&) {
+    throw;
+  } catch (const ooc::Cancelled&) {
+    throw;
+  } catch (const ooc::Error& e) {
+    if (!e.path().empty() || arrays.empty()) throw;
+    throw ooc::Error(inputs(), e.problem());
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (arrays.empty()) throw;
+    throw ooc::Error(inputs(), e.what());
   }
   const double seconds = seconds_since(start);
   if (json) {

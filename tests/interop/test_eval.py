@@ -211,6 +211,13 @@ class EvalTest(unittest.TestCase):
         self.assertIn("negative integer powers", proc.stderr)
         self.assertFalse(os.path.exists(out))
         self.assertEqual([f for f in os.listdir(self.tmp.path) if f.startswith(".never")], [])
+        # one line naming the arrays the failing values came from
+        self.assertTrue(proc.stderr.startswith(f"oocrun: {self.paths['i']}, {self.paths['i']}: "), proc.stderr)
+        self.assertEqual(proc.stderr.count("\n"), 1)
+        proc = run("eval", "max(e * 2)", f"e={self.paths['e']}", check=False)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertEqual(proc.stderr, f"oocrun: {self.paths['e']}: zero-size array to reduction operation maximum "
+                                      "which has no identity\n")
 
 
 if __name__ == "__main__":

@@ -703,10 +703,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (args[static_cast<std::size_t>(i)] != "eval") continue;
     std::string& next = args[static_cast<std::size_t>(i) + 1];
-    static const std::vector<std::string> kOptions = {"-o", "--output", "--json", "--threads", "--tile-bytes",
-                                                      "--prefetch", "--progress", "--quiet", "-h", "--help"};
-    if (next.size() > 1 && next[0] == '-' && std::find(kOptions.begin(), kOptions.end(), next) == kOptions.end() &&
-        next.rfind("--", 0) != 0) {
+    // An option of eval's or oocrun's own ("--tile-bytes=64K" by its name) stays one;
+    // anything else starting with '-' ("-a * b", "--w") is the expression.
+    const std::string name = next.substr(0, next.find('='));
+    const bool option = name == "--" || name == "-h" || name == "--help" ||
+                        app.get_option_no_throw(name) != nullptr || eval->get_option_no_throw(name) != nullptr;
+    if (next.size() > 1 && next[0] == '-' && !option) {
       next.insert(0, " ");
       spaced_expression = true;
     }

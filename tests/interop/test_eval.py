@@ -64,6 +64,8 @@ EXPRESSIONS = [
     "9007199254740993 > 9007199254740992.0", "-9007199254740993 < -9007199254740992.0", "3 > 1e400",
     "9007199254740993 / 3", "2**63 / 3", "5 / -3", "1 / 9223372036854775807", "(2**62 + 1) / (2**62 - 1)",
     "where(9007199254740993 > 9007199254740992.0, a, -a)",
+    # an expression that starts like a long option is still the expression
+    "--i", "--(a / 2)", "--1", "-a * 2",
 ]
 # Outermost reductions of expressions; var, std and norm within rounding (DESIGN.md).
 REDUCED = [

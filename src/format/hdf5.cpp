@@ -368,15 +368,18 @@ class DatasetReader final : public detail::TileReader, public Holder {
       const int ndims = H5Sget_simple_extent_ndims(space.get());
       dims_.resize(static_cast<std::size_t>(std::max(0, ndims)));
       H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr);
-      // A chunk cache that holds a whole row of chunks (the chunks a tile boundary may cut),
-      // so consecutive reads never decompress a chunk twice; bounded at 1 GiB.
-      if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED && !dims_.empty()) {
+      // A filtered (compressed) dataset gets a chunk cache that holds a whole row of chunks
+      // (the chunks a tile boundary may cut), so consecutive reads never decompress a
+      // chunk twice; bounded at 1 GiB. An unfiltered one keeps HDF5's small default, under
+      // which a chunk a read covers whole goes straight into ooc's buffer: through a
+      // 64 MiB cache, a warm 1 GiB dataset of 4 MiB chunks took 0.48 s against 0.19-0.29 s.
+      if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED && !dims_.empty() && H5Pget_nfilters(dcpl.get()) > 0) {
         std::vector<hsize_t> chunk(dims_.size());
         H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
         std::size_t row_bytes = item_ * chunk[0];
         for (std::size_t k = 1; k < dims_.size(); ++k)
           row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
-        cache_bytes_ = std::clamp<std::size_t>(2 * row_bytes, cache_bytes_, std::size_t{1} << 30);
+        cache_bytes_ = std::clamp<std::size_t>(2 * row_bytes, std::size_t{64} << 20, std::size_t{1} << 30);
       }
     }
     hold();
@@ -444,7 +447,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     if (identity(file_name_) != identity_) throw Error(file_name_, "was replaced while being read");
     file_ = std::make_unique<Id>(open_file(file_name_, false));
     Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
-    H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes_, 1.0);
+    if (cache_bytes_ > 0) H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes_, 1.0);
     dataset_ = std::make_unique<Id>(H5Dopen2(file_->get(), dataset_name_.c_str(), dapl.get()), H5Dclose);
     if (!dataset_->valid()) throw Error(label_, "cannot open the dataset for reading");
     type_ = std::make_unique<Id>(H5Dget_type(dataset_->get()), H5Tclose);
@@ -455,7 +458,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
   std::unique_ptr<Id> file_, type_, dataset_;
   std::vector<hsize_t> dims_;
   std::size_t item_ = 1;
-  std::size_t cache_bytes_ = 64u << 20;
+  std::size_t cache_bytes_ = 0;  // 0: HDF5's default chunk cache
 };
 
 }  // namespace

@@ -610,6 +610,11 @@ std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_b
   if (array.mapped()) return tile_bytes;
   const auto* reader = dynamic_cast<const SelectionReader*>(detail::MappedArrayAccess::reader(array));
   if (reader == nullptr) return tile_bytes;
+  // A cold source keeps tiles of selected bytes: each tile's advice then asks the disk for
+  // more of the file at once. Cold a[::5, 5 of 40 columns] of 512 MiB, in turn: 0.32-0.39 s
+  // against 0.47-0.61 s with spanning tiles (numpy 0.37-0.41 s).
+  if (reader->source().mapped() && detail::MappedArrayAccess::cached_fraction(reader->source()) < 0.5)
+    return tile_bytes;
   const auto spanning = static_cast<std::uint64_t>(static_cast<double>(tile_bytes) / reader->spread());
   return std::max<std::uint64_t>(spanning, static_cast<std::uint64_t>(array.dtype().itemsize()));
 }

@@ -4,6 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -211,4 +218,38 @@ TEST_CASE("a selection's tiles are sized by the bytes of its source they span") 
   CHECK(ooc::tile_bytes_spanning(ooc::map_file(dir.file("a.npy") + "[100:200]"), kTile) == kTile);
   // Never below one element.
   CHECK(ooc::tile_bytes_spanning(sparse, 8) == 8);
+}
+
+TEST_CASE("a selection of a source not in the page cache keeps tiles of selected bytes") {
+  ScratchDir dir;
+  iota_array(dir.file("a.npy"), 20000, 40, ooc::Order::c);
+  constexpr std::uint64_t kTile = 16 << 20;
+  {  // out of the page cache: written back, then dropped (clean pages go at once)
+    const int fd = ::open(dir.file("a.npy").c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::fdatasync(fd) == 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    // tmpfs keeps every page: nothing to test there.
+    const auto size = static_cast<std::size_t>(::lseek(fd, 0, SEEK_END));
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    REQUIRE(map != MAP_FAILED);
+    std::vector<unsigned char> resident((size + 4095) / 4096);
+    REQUIRE(::mincore(map, size, resident.data()) == 0);
+    ::munmap(map, size);
+    ::close(fd);
+    if (static_cast<std::size_t>(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; })) * 2 >
+        resident.size()) {
+      MESSAGE("skipped: the file system keeps the file in memory (tmpfs?)");
+      return;
+    }
+  }
+  const ooc::MappedArray cold = ooc::map_file(dir.file("a.npy") + "[::5, [0, 9, 18, 27, 36]]");
+  CHECK(ooc::tile_bytes_spanning(cold, kTile) == kTile);
+  {  // read back in
+    std::ifstream in(dir.file("a.npy"), std::ios::binary);
+    std::vector<char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(!all.empty());
+  }
+  const ooc::MappedArray warm = ooc::map_file(dir.file("a.npy") + "[::5, [0, 9, 18, 27, 36]]");
+  CHECK(static_cast<double>(ooc::tile_bytes_spanning(warm, kTile)) == doctest::Approx(kTile / 40).epsilon(0.01));
 }

@@ -69,7 +69,8 @@ std::string selection_summary(const MappedArray& array);
 /// (never below one byte per element; one block is the least a plan takes anyway). A
 /// tile of 16 MiB of `x[::5, [0, 9, 18, 27, 36]]` of an (N, 40) file spans 640 MiB of it,
 /// so a 512 MiB file was one tile, one thread. `tile_bytes` for an array that is not a
-/// selection.
+/// selection, and for a selection of a mapped source less than half cached (cold, the
+/// larger tiles read faster: their advice asks the disk for more at once).
 std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes);
 
 namespace detail {

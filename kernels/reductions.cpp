@@ -95,8 +95,8 @@ template class ArgExtremum<false>;
 
 // ---- histogram -----------------------------------------------------------------------
 
-Histogram::Histogram(std::int64_t bins, double lo, double hi, DType edges)
-    : bins_(bins), edge_size_(edges.itemsize()), norm_(static_cast<double>(bins) / (hi - lo)) {
+Histogram::Histogram(std::int64_t bins, double lo, double hi, DType edges, std::optional<double> width)
+    : bins_(bins), edge_size_(edges.itemsize()), norm_(static_cast<double>(bins) / width.value_or(hi - lo)) {
   norm_float_ = static_cast<float>(norm_);
   convert(dtype_of<double>, &norm_, dtype_of<half>, &norm_half_, 1);
   // The product (x - lo) * norm is computed in result_type(E array, norm): norm counts by
@@ -166,6 +166,17 @@ DType Histogram::edge_dtype(DType array, const PyScalar& lo, const PyScalar& hi)
 
 namespace {
 
+// Python's order of two range bounds: exact when both are ints (numpy compares the
+// Python numbers), -1, 0 or 1.
+int compare_bounds(const PyScalar& a, const PyScalar& b) {
+  if (a.is_integer && b.is_integer) {
+    const __int128 x = a.negative ? a.int_value : static_cast<__int128>(a.uint_value);
+    const __int128 y = b.negative ? b.int_value : static_cast<__int128>(b.uint_value);
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  return a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
+}
+
 struct NamedReduction {
   std::string_view name;
   ReduceOp::Code code;
@@ -206,7 +217,8 @@ ReduceOp ReduceOp::parse(std::string_view name, Params params) {
       if (!std::isfinite(lo) || !std::isfinite(hi))
         throw UsageError("", "histogram: supplied range of [" + format_float(lo, 8) + ", " + format_float(hi, 8) +
                                  "] is not finite");
-      if (lo > hi) throw UsageError("", "histogram: max must be larger than min in range parameter.");
+      if (compare_bounds(params.range->first, params.range->second) > 0)
+        throw UsageError("", "histogram: max must be larger than min in range parameter.");
     }
   }
   return op;
@@ -236,12 +248,21 @@ HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions
       throw Error(in.path(), "histogram: autodetected range of [" + format_float(lo.as_double(), 8) + ", " +
                                  format_float(hi.as_double(), 8) + "] is not finite");
   }
-  if (lo.as_double() == hi.as_double()) {  // numpy widens an empty range
+  if (compare_bounds(lo, hi) == 0) {  // numpy widens an empty range
     lo = PyScalar::of_double(lo.as_double() - 0.5);
     hi = PyScalar::of_double(hi.as_double() + 0.5);
   }
+  // numpy's norm divides by hi - lo taken in the bounds' own type: exact for two ints
+  // (in uint64, as _unsigned_subtract does), where the doubles of 1.7e18 and 1.7e18 + 100
+  // would be equal.
+  double width = hi.as_double() - lo.as_double();
+  if (lo.is_integer && hi.is_integer) {
+    const __int128 x = lo.negative ? lo.int_value : static_cast<__int128>(lo.uint_value);
+    const __int128 y = hi.negative ? hi.int_value : static_cast<__int128>(hi.uint_value);
+    width = static_cast<double>(static_cast<std::uint64_t>(y - x));
+  }
   const DType edges = Histogram::edge_dtype(in.dtype(), lo, hi);
-  Histogram histogram(params_.bins, lo.as_double(), hi.as_double(), edges);
+  Histogram histogram(params_.bins, lo.as_double(), hi.as_double(), edges, width);
   histogram.compare_exactly(in.dtype(), lo, hi);
   return reduce(in, histogram, options);
 }

@@ -572,7 +572,9 @@ class Histogram {
  public:
   /// lo < hi, both finite (widen lo == hi first, as numpy does); `edges` is
   /// Histogram::edge_dtype of the array and the range.
-  Histogram(std::int64_t bins, double lo, double hi, DType edges);
+  /// `width` is hi - lo as numpy takes it when that is not the doubles' difference (two
+  /// integer bounds: exact).
+  Histogram(std::int64_t bins, double lo, double hi, DType edges, std::optional<double> width = std::nullopt);
 
   /// np.histogram's edge dtype: np.result_type(lo, hi, a) with lo and hi as the Python
   /// numbers given (value-based), float64 if that is an integer or bool type.

@@ -525,8 +525,11 @@ void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t b
   const MappedArray::Impl& m = *array.impl_;
   if (!m.writable || m.data == nullptr || end <= begin) return;
   const auto item = static_cast<std::uint64_t>(m.info.dtype.itemsize());
-  os::start_writeback(m.fd.get(), m.info.data_offset + static_cast<std::uint64_t>(begin) * item,
-                      static_cast<std::uint64_t>(end - begin) * item);
+  // Whole pages only: the next tile's kernel may be writing the last, shared one.
+  const std::uint64_t page = os::page_size();
+  const std::uint64_t first = m.info.data_offset + static_cast<std::uint64_t>(begin) * item;
+  const std::uint64_t last = (m.info.data_offset + static_cast<std::uint64_t>(end) * item) / page * page;
+  if (last > first) os::start_writeback(m.fd.get(), first, last - first);
 }
 
 std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) { return array.impl_->temp_path; }

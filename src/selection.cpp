@@ -421,6 +421,7 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
 
   for (const Loop& d : dims) layout.shape.push_back(d.count);
   layout.size = element_count(layout.shape).value_or(0);
+  if (layout.size == 0) layout.order = Order::c;  // numpy's flags: both; np.save writes C
   if (layout.order == Order::c) layout.loops.assign(dims.rbegin(), dims.rend());
   else layout.loops = std::move(dims);
   if (layout.loops.empty()) layout.loops.push_back(Loop{});  // a 0-d result: one element at base

@@ -563,23 +563,28 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
     for (const ooc::MappedArray& a : arrays) names += (names.empty() ? "" : ", ") + a.path();
     return names;
   };
+  if (expression.reduction() && !out_path.empty())
+    throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
+  // The output is made before the evaluation: its errors are its own, not the inputs'.
+  std::optional<ooc::MappedArray> out;
+  if (!expression.reduction() && !out_path.empty()) {
+    for (const ooc::MappedArray& a : arrays) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(a.path(), out_path, ec))
+        throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
+    }
+    out.emplace(ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite));
+  }
   try {
     if (expression.reduction()) {
-      if (!out_path.empty()) throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
       const ooc::Scalar value = expression.reduce(options);
       value_json = value.to_json();
       value_text = value.to_string();
       dtype_name = value.dtype().name();
       shape = {};
-    } else if (!out_path.empty()) {
-      for (const ooc::MappedArray& a : arrays) {
-        std::error_code ec;
-        if (std::filesystem::equivalent(a.path(), out_path, ec))
-          throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
-      }
-      ooc::MappedArray out = ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite);
-      expression.evaluate(out, options);
-      out.commit();
+    } else if (out) {
+      expression.evaluate(*out, options);
+      out->commit();
     } else {
       const std::int64_t count = *ooc::element_count(expression.shape());
       if (count > kMaxPrintedElements)

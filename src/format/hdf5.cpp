@@ -591,8 +591,12 @@ void move_dataset(const std::string& file, const std::string& from, const std::s
 
 void delete_dataset(const std::string& file, const std::string& name) {
   Session session;
-  Id f(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-  if (f.valid() && link_exists(f.get(), name)) H5Ldelete(f.get(), name.c_str(), H5P_DEFAULT);
+  try {
+    Id f = open_file(file, true);  // readers of the file let go first, as for any write
+    if (link_exists(f.get(), name)) H5Ldelete(f.get(), name.c_str(), H5P_DEFAULT);
+  } catch (const Error&) {
+    // Called while cleaning up after another error, which is the one to report.
+  }
 }
 
 }  // namespace ooc::hdf5

@@ -127,7 +127,7 @@ class DictReader {
         fail("shape has a dimension that overflows int64");
       ++pos_;
     }
-    if (python2_longs_ && (peek() == 'L' || peek() == 'l')) ++pos_;  // Python 2 long literal
+    if (python2_longs_ && peek() == 'L') ++pos_;  // Python 2 long literal (numpy strips only 'L')
     if (minus && value != 0) fail("shape has a negative dimension");
     return value;
   }

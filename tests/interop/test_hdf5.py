@@ -192,6 +192,16 @@ class ReadTest(Hdf5Case):
             np.testing.assert_array_equal(f["copy"][()], (data + 1) * 3)
             np.testing.assert_array_equal(f["junk"][()], np.full(50000, 1.0))
         self.assertEqual(sorted(os.listdir(self.tmp.path)), ["link.h5", "target.h5"])
+        # A run that fails leaves no hidden dataset behind, though its input holds the file.
+        with h5py.File(target, "a") as f:
+            f.create_dataset("ints", data=np.arange(-5000, 5000, dtype="i8"), chunks=(1000,))
+        proc = run("eval", "x ** x", f"x={target}:/ints", "-o", f"{target}:/fails", check=False)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("negative integer powers", proc.stderr)
+        with h5py.File(target, "r") as f:
+            names = []
+            f.visit(names.append)
+            self.assertEqual([n for n in names if "ooc" in n or n == "fails"], [])
 
     def test_files_with_a_user_block_are_read_and_written_at_h5pys_offsets(self):
         for size in (512, 1024, 4096):

@@ -200,6 +200,13 @@ class HistogramTest(unittest.TestCase):
             for dtype in ("<u8", ">u8"):
                 self.check(u.astype(dtype), 3, value_range)
         self.check(t, 4, None)  # the data's own min and max: all kept
+        # bounds apart as ints but equal as doubles: numpy divides by the exact difference
+        close = np.array([ns, ns + 100], dtype="<i8")
+        self.check(close, 10, None)
+        self.check(close, 4, (ns, ns + 100))
+        proc = run("reduce", "histogram", self.tmp.save("c.npy", close), "--range", f"{ns + 1}:{ns}", check=False)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("max must be larger than min", proc.stderr)
 
     def test_where_numpys_arithmetic_overflows_it_fails_and_so_does_ooc(self):
         x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])

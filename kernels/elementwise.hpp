@@ -30,6 +30,8 @@ struct PyScalar {
   static PyScalar of_uint(std::uint64_t value);
   static PyScalar of_double(double value);
   double as_double() const;
+  /// An integer's exact value (int64 and uint64 ranges both fit).
+  __int128 as_int128() const { return negative ? static_cast<__int128>(int_value) : static_cast<__int128>(uint_value); }
   /// The dtype numpy gives the Python value: int64 (uint64 above int64's range) or float64.
   DType default_dtype() const;
   /// The constant in element type T, converted as numpy converts a Python scalar to a

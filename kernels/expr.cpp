@@ -355,9 +355,7 @@ std::optional<PyScalar> python_int(__int128 v) {
   return v < 0 ? PyScalar::of_int(static_cast<std::int64_t>(v)) : PyScalar::of_uint(static_cast<std::uint64_t>(v));
 }
 
-__int128 wide(const PyScalar& s) {
-  return s.negative ? static_cast<__int128>(s.int_value) : static_cast<__int128>(s.uint_value);
-}
+__int128 wide(const PyScalar& s) { return s.as_int128(); }
 
 // Python's comparison of two numbers: exact between ints and between an int and a float
 // (9007199254740993 > 9007199254740992.0); -2, 0 or 2 for less, equal or greater, and

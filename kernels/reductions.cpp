@@ -169,11 +169,7 @@ namespace {
 // Python's order of two range bounds: exact when both are ints (numpy compares the
 // Python numbers), -1, 0 or 1.
 int compare_bounds(const PyScalar& a, const PyScalar& b) {
-  if (a.is_integer && b.is_integer) {
-    const __int128 x = a.negative ? a.int_value : static_cast<__int128>(a.uint_value);
-    const __int128 y = b.negative ? b.int_value : static_cast<__int128>(b.uint_value);
-    return x < y ? -1 : x > y ? 1 : 0;
-  }
+  if (a.is_integer && b.is_integer) return a.as_int128() < b.as_int128() ? -1 : a.as_int128() > b.as_int128() ? 1 : 0;
   return a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
 }
 
@@ -256,11 +252,7 @@ HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions
   // (in uint64, as _unsigned_subtract does), where the doubles of 1.7e18 and 1.7e18 + 100
   // would be equal.
   double width = hi.as_double() - lo.as_double();
-  if (lo.is_integer && hi.is_integer) {
-    const __int128 x = lo.negative ? lo.int_value : static_cast<__int128>(lo.uint_value);
-    const __int128 y = hi.negative ? hi.int_value : static_cast<__int128>(hi.uint_value);
-    width = static_cast<double>(static_cast<std::uint64_t>(y - x));
-  }
+  if (lo.is_integer && hi.is_integer) width = static_cast<double>(static_cast<std::uint64_t>(hi.as_int128() - lo.as_int128()));
   const DType edges = Histogram::edge_dtype(in.dtype(), lo, hi);
   Histogram histogram(params_.bins, lo.as_double(), hi.as_double(), edges, width);
   histogram.compare_exactly(in.dtype(), lo, hi);

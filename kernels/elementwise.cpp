@@ -482,7 +482,7 @@ ElementwiseOp ElementwiseOp::parse(std::string_view spec) {
     if (given != 1) throw UsageError("", "operation '" + op.spec_ + "' needs a dtype, as in cast:float32");
     op.cast_ = true;
     try {
-      op.cast_to_ = DType::from_numpy(parts[1]).native();
+      op.cast_to_ = DType::from_numpy(parts[1]);  // astype keeps the byte order asked for
     } catch (const std::invalid_argument& e) {
       throw UsageError("", "operation '" + op.spec_ + "': " + e.what() +
                                " (known: bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
@@ -531,7 +531,7 @@ DType ElementwiseOp::result_dtype(DType input, int ndim) const {
 }
 
 void ElementwiseOp::apply(const MappedArray& in, MappedArray& out, const PipelineOptions& options) const {
-  DType compute = cast_to_;
+  DType compute = cast_to_.native();  // transform_as swaps into out's order
   if (!cast_) {
     try {
       compute = result_dtype(in.dtype(), in.ndim());

@@ -113,7 +113,8 @@ class ElementwiseOp {
   static ElementwiseOp parse(std::string_view spec);
 
   const std::string& spec() const { return spec_; }
-  /// The dtype numpy gives the operation on an array of `input` (native byte order) with
+  /// The dtype numpy gives the operation on an array of `input` (native byte order, except
+  /// that cast:DTYPE keeps DTYPE's, as astype does) with
   /// `ndim` dimensions (a 0-d array is a scalar to numpy, so its constant does not count
   /// by value); throws ooc::UsageError where numpy refuses the operation for that dtype.
   DType result_dtype(DType input, int ndim = 1) const;

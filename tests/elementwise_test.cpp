@@ -143,6 +143,8 @@ TEST_CASE("new operation names parse with their constants and dtypes") {
   CHECK(ElementwiseOp::parse("clip:0:300").result_dtype(i1) == i2);
   CHECK(ElementwiseOp::parse("cast:uint16").result_dtype(f8) == u2);
   CHECK(ElementwiseOp::parse("cast:<i8").result_dtype(f8) == i8);
+  CHECK(ElementwiseOp::parse("cast:>f4").result_dtype(f8) == DType::parse(">f4"));  // astype keeps the order
+  CHECK(ElementwiseOp::parse("add-one").result_dtype(DType::parse(">f4")) == f4);   // a ufunc gives native
   CHECK(ElementwiseOp::parse("pow:2").result_dtype(f4, 0) == f8);  // a 0-d array is a scalar to numpy
   CHECK(ElementwiseOp::parse("pow:2").result_dtype(f4) == f4);
   CHECK_THROWS_WITH_AS(ElementwiseOp::parse("neg").result_dtype(b1), doctest::Contains("neg of bool"), ooc::UsageError);

@@ -326,7 +326,7 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
     ooc::check_not_in_place(a);
-    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype(), a.ndim()).native(), a, common.overwrite);
+    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype(), a.ndim()), a, common.overwrite);
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
     job.apply(op, a, out, options);

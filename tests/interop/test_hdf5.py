@@ -264,6 +264,13 @@ class WriteTest(Hdf5Case):
         back = self.tmp.file("back.npy")
         run("apply", "add:0", f"{out}:/from_npy", "-o", back, "--quiet")
         np.testing.assert_array_equal(np.load(back), np.load(npy) * 3)
+        # cast keeps the byte order asked for, as astype and h5py's create_dataset keep it
+        for target in [">f4", "<i8", ">u2"]:
+            run("apply", f"cast:{target}", npy, "-o", f"{out}:/cast{target[1:]}", "--quiet")
+            with h5py.File(out, "r") as f:
+                got = f[f"cast{target[1:]}"]
+                self.assertEqual(got.dtype.str, np.dtype(target).str)
+                np.testing.assert_array_equal(got[()], np.load(npy).astype(target))
 
     def test_writing_into_an_existing_file_keeps_its_other_objects(self):
         path = self.tmp.file("keep.h5")

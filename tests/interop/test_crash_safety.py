@@ -101,19 +101,33 @@ class Case(unittest.TestCase):
         p.send_signal(signal.SIGSTOP)
         return p
 
-    def start_caught_mid_run(self, *args, prepare=None):
+    def locked(self, name):
+        """Whether some process holds one of ooc's locks (open-file-description locks; the
+        HDF5 library's own are flock()s) on file `name`, which /proc/locks names by device
+        and inode."""
+        st = os.stat(self.path(name))
+        where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        with open("/proc/locks") as f:
+            return any("OFDLCK" in fields and where in fields for fields in map(str.split, f))
+
+    def start_caught_mid_run(self, *args, prepare=None, holding=None):
         """start_paused for a run that only reads: on a loaded machine the run can finish
         between its first progress line and the SIGSTOP, so it is started again (reading
         changes nothing; a run that writes calls `prepare` to make its input anew) until it
-        is caught stopped mid-run."""
+        is caught stopped mid-run, and, where `holding` names a file, still holding its
+        lock on it (a run that has read its last tile lets go of its input before it
+        exits)."""
         for _ in range(5):
             if prepare:
                 prepare()
             p = self.start_paused(*args)
             time.sleep(0.05)
-            with open(f"/proc/{p.pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-            if state == "T":
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:  # it had finished: Popen.send_signal reaps a process that has
+                state = "gone"
+            if state == "T" and (holding is None or self.locked(holding)):
                 return p
             self.finish(p)
         self.skipTest("the reader finished before it could be stopped, five times: machine too loaded")
@@ -480,7 +494,8 @@ class ConcurrencyTest(Case):
     def test_an_in_place_run_does_not_start_under_a_reader(self):
         a = np.random.default_rng(11).standard_normal(1 << 20)
         self.save("a.npy", a)
-        reader = self.start_caught_mid_run("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1")
+        reader = self.start_caught_mid_run("reduce", "sum", "a.npy", "--json", "--tile-bytes", "64K", "--threads", "1",
+                                           holding="a.npy")
         self.assert_refused(["apply", "add-one", "a.npy", "--in-place"], "a.npy: is in use by another run")
         self.assert_refused(["apply", "add-one", "a.npy", "--in-place", "--no-journal"],
                             "a.npy: is in use by another run")
@@ -529,13 +544,15 @@ class LinkedReadersTest(Case):
 
     def test_no_in_place_run_starts_under_a_reader_through_a_selection_or_a_link(self):
         for source, reader in (("a.npy", "a.npy[::2]"), ("target.h5:/data", "link.h5:/el")):
-            r = self.start_caught_mid_run("reduce", "sum", reader, "--json", "--tile-bytes", "64K", "--threads", "1")
+            r = self.start_caught_mid_run("reduce", "sum", reader, "--json", "--tile-bytes", "64K", "--threads", "1",
+                                          holding=source.split(":")[0])
             for extra in ([], ["--no-journal"]):
                 self.assert_refused(["apply", "add-one", source, "--in-place", *extra], "is in use by another run")
             rc, out, err = self.finish(r)
             self.assertEqual(rc, 0, err)
         for source, reader in (("a.npy", "a.npy"), ("target.h5:/data", "link.h5:/el")):
-            r = self.start_caught_mid_run("eval", "sum(x * 2)", f"x={reader}", "--tile-bytes", "64K", "--threads", "1")
+            r = self.start_caught_mid_run("eval", "sum(x * 2)", f"x={reader}", "--tile-bytes", "64K", "--threads", "1",
+                                          holding=source.split(":")[0])
             self.assert_refused(["apply", "add-one", source, "--in-place"], "is in use by another run")
             rc, out, err = self.finish(r)
             self.assertEqual(rc, 0, err)

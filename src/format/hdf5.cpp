@@ -21,15 +21,17 @@ std::mutex& library_lock() {
   return lock;
 }
 
-// Holds the library lock and silences HDF5's own error printing (we report errors).
+// Holds the library lock and silences HDF5's own error printing (we report errors). The
+// printing is set per thread in a thread-safe build of the library, as Debian's is, so each
+// thread that calls HDF5 (any TBB worker may read a tile) silences it once.
 class Session {
  public:
   Session() : guard_(library_lock()) {
-    static const bool silenced = [] {
+    thread_local bool silenced = false;
+    if (!silenced) {
       H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-      return true;
-    }();
-    (void)silenced;
+      silenced = true;
+    }
   }
 
  private:
@@ -398,7 +400,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     file_.reset();
   }
 
-  bool concurrent() const override { return false; }  // the HDF5 library is not thread-safe
+  bool concurrent() const override { return false; }  // HDF5 runs one call at a time
 
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
     buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);

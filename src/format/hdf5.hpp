@@ -1,8 +1,8 @@
 #pragma once
 // HDF5 datasets, through the HDF5 C library only (we never parse HDF5 structures): where
 // a contiguous dataset's bytes lie in its file, how to create one for writing, and what a
-// file holds. The library is not thread-safe in Debian's build: every call here holds one
-// process-wide lock.
+// file holds. The library runs one call at a time (Debian builds it thread-safe, with one
+// global lock): every call here holds one process-wide lock of ours too.
 
 #include "ooc/dtype.hpp"
 #include "ooc/shape.hpp"

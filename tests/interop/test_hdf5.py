@@ -373,6 +373,26 @@ class ErrorTest(Hdf5Case):
         self.error(2, "apply", "add-one", fortran, "-o", f"{self.tmp.file('o.h5')}:/x", words=["C order"])
         self.assertFalse(os.path.exists(self.tmp.file("o.h5")))
 
+    def test_a_corrupt_chunk_is_one_line_whichever_thread_reads_it(self):
+        # Debian's libhdf5 is thread-safe, so its error printing is set per thread: every
+        # worker that reads a tile must have it off, or the library's stack reaches stderr.
+        path = self.tmp.file("corrupt.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("g", data=sample("<f8", (300_000,), seed=5), chunks=(10_000,), compression="gzip")
+        with h5py.File(path, "r") as f:
+            info = f["g"].id.get_chunk_info(23)
+        with open(path, "r+b") as f:
+            f.seek(info.byte_offset + info.size // 2)
+            f.write(b"\xff" * 64)
+        out = self.tmp.file("o.npy")
+        for _ in range(3):
+            for threads in ("1", "2", "4"):
+                self.error(1, "reduce", "sum", f"{path}:/g", "--tile-bytes", "64K", "--threads", threads,
+                           words=[f"{path}:/g", "failed"])
+                self.error(1, "apply", "add-one", f"{path}:/g", "-o", out, "--tile-bytes", "64K", "--threads", threads,
+                           words=[f"{path}:/g", "failed"])
+                self.assertFalse(os.path.exists(out))
+
     def test_overwrite_replaces_a_dataset_never_a_group(self):
         path = self.tmp.file("t.h5")
         with h5py.File(path, "w") as f:

@@ -237,6 +237,89 @@ TEST_CASE("a journal for another file is refused: an array replaced since is not
   check_open_refused(path, kCommand, "belongs to another file");
 }
 
+namespace {
+
+// Every element of the array at `path` set to `value`, in the same file (as np.save over
+// an existing file does: the inode stays).
+void make_anew(const std::string& path, double value) {
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  for (double& x : a.writable_values<double>()) x = value;
+  a.commit();
+}
+
+}  // namespace
+
+TEST_CASE("an array made anew in the same file since the run stopped is not resumed") {
+  const Scratch scratch(40 * kTile);
+  const std::string& path = scratch.path;
+  SUBCASE("after a done tile: its bytes are not the ones committed") {
+    stopped_run(path);
+  }
+  SUBCASE("after a done tile of 1 MiB, which is checked in pieces, near the end: no tail to check") {
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    auto o = options(1);
+    o.tile_bytes = 16 * kTile * sizeof(double);
+    auto journal = ooc::InPlaceJournal::open(a, kCommand, o);
+    const ooc::TilePlan plan = ooc::TilePlan::for_array(a, o.tile_bytes);
+    REQUIRE(plan.size() == 3);
+    journal->before_write(plan[0]);
+    for (std::int64_t i = plan[0].begin; i < plan[0].end; ++i) a.writable_values<double>()(i) += 1;
+    journal->after_commit(plan[0]);
+    journal->before_write(plan[1]);
+  }
+  SUBCASE("before any tile was done: the tail the run had not reached is not the one it found") {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    journal->before_write(tile(0));
+    add_one_to_tile(a, 0, 0.5);
+  }
+  make_anew(path, 100.0);
+  check_open_refused(path, kCommand, "are not the ones the unfinished in-place run left");
+  for (double x : values(path)) REQUIRE(x == 100.0);  // refusing touched nothing
+  CHECK(std::filesystem::exists(path + ".ooc-journal"));
+  {
+    const ooc::MappedArray a = ooc::map_file(path);
+    CHECK_THROWS_WITH_AS(ooc::check_not_in_place(a), doctest::Contains("made anew since, remove the journal"), ooc::Error);
+  }
+  std::filesystem::remove(path + ".ooc-journal");  // what the message asks for
+  InPlace run(path, 2);
+  auto& [a, o, journal] = run;
+  CHECK_FALSE(journal->resumed());
+  add_one_to_the_end(a, *journal, o);
+  for (double x : values(path)) REQUIRE(x == 101.0);
+}
+
+TEST_CASE("the same array made again with the same bytes is resumed: the saved tiles are its own") {
+  const Scratch scratch(40 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    journal->before_write(tile(0));
+    add_one_to_tile(a, 0, 0.5);
+  }
+  {  // the same values again, into the same inode
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    auto v = a.writable_values<double>();
+    std::iota(v.begin(), v.end(), 0.0);
+    a.commit();
+  }
+  InPlace run(path, 2);
+  auto& [a, o, journal] = run;
+  CHECK(journal->resumed());
+  add_one_to_the_end(a, *journal, o);
+  const auto v = values(path);
+  for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 1);
+}
+
+TEST_CASE("a journal has a slot per tile that may be in flight, no more than the array has tiles") {
+  const Scratch scratch(kTile);  // one tile
+  InPlace run(scratch.path, 8);
+  auto& [a, o, journal] = run;
+  // the header block, the progress block, and one slot: a header block and the tile
+  CHECK(std::filesystem::file_size(journal->path()) == 3 * 4096 + kTile * sizeof(double));
+}
+
 TEST_CASE("an array held by one run is refused to another: in place against in place, and against readers") {
   const Scratch scratch(2 * kTile);
   const std::string& path = scratch.path;

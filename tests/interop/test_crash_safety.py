@@ -386,6 +386,25 @@ class JournalConflictTest(Case):
             self.assertEqual(f.read(), npy_bytes(self.a + 1))
         self.assertEqual(leftovers(self.dir), [])
 
+    def test_an_array_made_anew_by_np_save_is_not_resumed(self):
+        # np.save over the stopped array rewrites the same inode: the journal's name and
+        # identity still match, its bytes do not.
+        inode = os.stat(self.path("a.npy")).st_ino
+        anew = np.full(self.a.shape, 100.0)
+        np.save(self.path("a.npy"), anew)
+        self.assertEqual(os.stat(self.path("a.npy")).st_ino, inode)
+        err = self.assert_refused(["apply", "add-one", "a.npy", "--in-place"],
+                                  "are not the ones the unfinished in-place run left")
+        self.assertIn("if it was made anew on purpose, remove the journal", err)
+        self.assert_refused(["reduce", "sum", "a.npy"], "if the array was made anew since, remove the journal")
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertEqual(f.read(), npy_bytes(anew))
+        os.remove(self.path("a.npy.ooc-journal"))
+        p = self.run_ooc("apply", "add-one", "a.npy", "--in-place")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("a.npy"), "rb") as f:
+            self.assertEqual(f.read(), npy_bytes(anew + 1))
+
 
 # ---------------------------------------------------------------------------------------
 # 3. Input that shrinks under a run
@@ -424,12 +443,12 @@ class FullDiskTest(Case):
     # An output too big for the disk: test_cli_errors.OutputErrorTest.test_output_filesystem_full.
     def test_an_in_place_journal_too_big_for_the_disk_is_refused_before_any_work(self):
         mnt = mount_small_tmpfs(self, self.path("small"))
-        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 4 slots of 256 KiB
+        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 2 slots (one per tile) of 256 KiB
         np.save(os.path.join(mnt, "a.npy"), a)
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
         self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 1\.07 MB "
-                                   r"\(1073152 bytes\), .* free\n$")
+        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 540\.67 kB "
+                                   r"\(540672 bytes\), .* free\n$")
         self.assertEqual(os.listdir(mnt), ["a.npy"])
         np.testing.assert_array_equal(np.load(os.path.join(mnt, "a.npy")), a)
 

@@ -114,6 +114,9 @@ struct MappedArray::Impl {
   }
 
   void map(ElementRange wanted) {
+    if (wanted.begin < 0 || wanted.end < wanted.begin)
+      throw UsageError(path, "element window [" + std::to_string(wanted.begin) + ", " + std::to_string(wanted.end) +
+                                 ") is not a range of elements");
     const std::int64_t size = info.size();
     window.begin = std::clamp<std::int64_t>(wanted.begin, 0, size);
     window.end = std::clamp<std::int64_t>(wanted.end, window.begin, size);

@@ -656,9 +656,17 @@ TEST_CASE("inputs of different shapes or orders are refused") {
   const auto b = make_array<double>(dir.file("b.npy"), {1, 2});
   CHECK_THROWS_WITH_AS(ooc::reduce(ooc::inputs(a, b), Dot{}), doctest::Contains("do not broadcast"), ooc::UsageError);
   ooc::MappedArray out = ooc::create_npy(dir.file("o.npy"), ooc::dtype_of<double>, a.shape());
-  CHECK_THROWS_AS(ooc::transform(ooc::inputs(a, b), out, [](const auto& p, const auto& q) { return p + q; }),
-                  ooc::UsageError);
+  // b is the one that differs, not the output
+  CHECK_THROWS_WITH_AS(ooc::transform(ooc::inputs(a, b), out, [](const auto& p, const auto& q) { return p + q; }),
+                       doctest::Contains((dir.file("b.npy") + ": shape (2,) differs from").c_str()), ooc::UsageError);
 }
+
+// ooc::inputs of a temporary would point at an array gone at the end of the statement.
+template <class... Arrays>
+concept InputsCompile = requires(Arrays&&... arrays) { ooc::inputs(std::forward<Arrays>(arrays)...); };
+static_assert(InputsCompile<ooc::MappedArray&, const ooc::MappedArray&>);
+static_assert(!InputsCompile<ooc::MappedArray>);
+static_assert(!InputsCompile<ooc::MappedArray&, ooc::MappedArray>);
 
 TEST_CASE("var and std do not depend on the tile size or the thread count") {
   ScratchDir dir;

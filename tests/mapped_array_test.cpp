@@ -207,7 +207,7 @@ TEST_CASE("a window maps only its elements, at their places in the array") {
   CHECK(part.values<double>()(30000) == 70000.0);
 }
 
-TEST_CASE("a window is clamped to the array and may be empty") {
+TEST_CASE("a window is clamped to the array's end and may be empty; a reversed or negative one is refused") {
   ScratchDir dir;
   write_iota(dir.file("a.npy"), 1000);
   const auto past = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {900, 5000});
@@ -216,8 +216,9 @@ TEST_CASE("a window is clamped to the array and may be empty") {
   const auto none = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {2000, 3000});
   CHECK(none.window().size() == 0);
   CHECK(none.bytes().empty());
-  const auto reversed = ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {600, 100});
-  CHECK(reversed.window().size() == 0);
+  CHECK_THROWS_WITH_AS(ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {600, 100}),
+                       doctest::Contains("a.npy: element window [600, 100) is not a range"), ooc::UsageError);
+  CHECK_THROWS_AS(ooc::map_file(dir.file("a.npy"), ooc::Access::read_only, {-10, 5}), ooc::UsageError);
   CHECK(ooc::map_file(dir.file("a.npy")).window().size() == 1000);
 }
 

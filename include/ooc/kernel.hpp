@@ -200,6 +200,12 @@ template <class... Arrays>
 Inputs<sizeof...(Arrays)> inputs(const Arrays&... arrays) {
   return Inputs<sizeof...(Arrays)>{{&arrays...}};
 }
+/// Inputs of a temporary would point at an array gone at the end of the statement: keep
+/// each MappedArray in a variable, as for values().
+template <class... Arrays>
+  requires((std::is_same_v<std::remove_cvref_t<Arrays>, MappedArray> && ...) &&
+           !(std::is_lvalue_reference_v<Arrays> && ...))
+Inputs<sizeof...(Arrays)> inputs(Arrays&&... arrays) = delete;
 
 namespace detail {
 
@@ -221,10 +227,8 @@ void add_inputs(Streams& streams, const Inputs<N>& in, const TilePlan& plan, con
 /// if it was mapped read-write.
 template <class C, std::size_t N, class Fn>
 void transform_as(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
-  for (std::size_t i = 0; i < N; ++i) {
-    detail::check_transform_arrays(in[i], out);
-    detail::check_same_layout(in[0], in[i]);
-  }
+  for (std::size_t i = 1; i < N; ++i) detail::check_same_layout(in[0], in[i]);  // the inputs first: a
+  detail::check_transform_arrays(in[0], out);  // mismatch among them is not the output's
   const TilePlan plan = detail::plan_run(in[0], options);
   detail::check_mapped(out, plan);
   detail::Streams streams(plan, options);

@@ -133,7 +133,8 @@ class MappedArray {
 /// Opens and maps the array `path` names: a .npy file, or a dataset of an HDF5 file as
 /// "file.h5:/group/dataset" (contiguous datasets are mapped; chunked, compressed and other
 /// datasets are read tile by tile, see mapped()). Only the elements in `window` (clamped
-/// to the array; all by default) are mapped. Throws ooc::Error naming the file and the
+/// to the array's end; all by default) are mapped; a window with a negative begin or an
+/// end before its begin is an ooc::UsageError. Throws ooc::Error naming the file and the
 /// problem if it cannot be read as an array ooc supports.
 MappedArray map_file(const std::string& path, Access access = Access::read_only, ElementRange window = {});
 

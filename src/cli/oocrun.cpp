@@ -282,6 +282,9 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
   std::uint64_t bytes = 0;
   ooc::Shape shape;
   if (in_place) {
+    if (!job.journals_in_place() && !no_journal)  // durability is not dropped unasked
+      throw ooc::UsageError(path, "under MPI an in-place run keeps no crash journal (a run stopped half way "
+                                  "leaves the array partly rewritten): add --no-journal to run it so");
     ooc::MappedArray a = job.map_input(path, ooc::Access::read_write, options);
     describe_reads(common, a);
     // A journal makes the run restartable: a run killed half way is finished, exactly

@@ -198,7 +198,14 @@ class ApplyTest(MpiCase):
         alone = self.tmp.save("alone.npy", a)
         together = self.tmp.save("together.npy", a)
         run("apply", "add:2.5", alone, "--in-place", *TILE, "--quiet")
+        # Ranks keep no crash journal: the run says so unless --no-journal asks for that.
         proc = mpirun(3, "apply", "add:2.5", together, "--in-place", *TILE, "--quiet")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+        self.assertIn("together.npy: under MPI an in-place run keeps no crash journal", proc.stderr)
+        self.assertIn("add --no-journal", proc.stderr)
+        self.assertEqual(np.load(together).tobytes(), a.tobytes())
+        proc = mpirun(3, "apply", "add:2.5", together, "--in-place", "--no-journal", *TILE, "--quiet")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         with open(alone, "rb") as f1, open(together, "rb") as f2:
             self.assertEqual(f1.read(), f2.read())

@@ -274,7 +274,12 @@ struct InPlaceJournal::Impl {
     h.checksum = record_checksum(h);
 
     std::filesystem::path temp;
-    os::UniqueFd file = os::create_temp_beside(path, temp);
+    os::UniqueFd file;
+    try {
+      file = os::create_temp_beside(path, temp);
+    } catch (const Error& e) {  // its words are an output's
+      throw Error(path, "cannot create the in-place journal" + e.problem().substr(e.problem().find(':')));
+    }
     try {
       os::preallocate(file.get(), slot_offset(slots), path);
       os::write_at(file.get(), &h, sizeof h, 0, path);

@@ -296,7 +296,14 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     if (job.journals_in_place() && no_journal) {
       ooc::lock_for_in_place(a);
     } else if (job.journals_in_place()) {
-      journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
+      try {
+        journal = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
+      } catch (const ooc::UsageError&) {
+        throw;
+      } catch (const ooc::Error& e) {  // no room or no right to write it beside the array
+        if (e.path() != ooc::journal_path(path) || std::filesystem::exists(e.path())) throw;
+        throw ooc::Error(e.path(), e.problem() + " (--no-journal runs in place without one)");
+      }
       if (journal->resumed())
         report(common, "resuming the interrupted in-place run on " + path + ": " +
                            std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +

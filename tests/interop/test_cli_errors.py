@@ -685,6 +685,31 @@ class OutputErrorTest(CliCase):
         self.assert_clean_failure(["apply", "add-one", self.good, "-o", out], 1, names=[out],
                                   words=["permission denied"], **popen)
 
+    def test_in_place_in_a_read_only_directory_says_the_journal_cannot_be_made(self):
+        ro = self.path("ro")
+        os.mkdir(ro)
+        array = os.path.join("ro", "a.npy")
+        np.save(self.path(array), np.arange(1000.0))
+        popen = {}
+        if os.geteuid() == 0:  # root ignores directory permissions: run oocrun as nobody
+            os.chmod(self.dir, 0o755)
+            if not can_run_as_nobody(OOCRUN):
+                self.skipTest("running as root, and oocrun cannot be run as user nobody here")
+            popen = dict(user=NOBODY, group=NOBODY, extra_groups=[])
+        os.chmod(self.path(array), 0o666)  # the array itself may be rewritten
+        os.chmod(ro, 0o555)
+        probe = subprocess.run(["sh", "-c", f"touch {ro}/probe"], capture_output=True, **popen)
+        if probe.returncode == 0:
+            os.remove(os.path.join(ro, "probe"))
+            self.skipTest("the read-only directory is writable for this user")
+        self.assert_clean_failure(["apply", "add-one", array, "--in-place"], 1, names=[array + ".ooc-journal"],
+                                  words=["cannot create the in-place journal: permission denied",
+                                         "--no-journal runs in place without one"], **popen)
+        rc, out, err = run_oocrun(["apply", "add-one", array, "--in-place", "--no-journal", "--quiet"],
+                                  self.dir, **popen)
+        self.assertEqual(rc, 0, err)
+        np.testing.assert_array_equal(np.load(self.path(array)), np.arange(1000.0) + 1)
+
     def test_unreadable_input_and_read_only_input_in_place(self):
         popen = {}
         if os.geteuid() == 0:

@@ -448,7 +448,10 @@ class FullDiskTest(Case):
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 540\.67 kB "
-                                   r"\(540672 bytes\), .* free\n$")
+                                   r"\(540672 bytes\), .* free \(--no-journal runs in place without one\)\n$")
+        p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--no-journal")  # as it says
+        self.assertEqual(p.returncode, 0, p.stderr)
+        a += 1
         self.assertEqual(os.listdir(mnt), ["a.npy"])
         np.testing.assert_array_equal(np.load(os.path.join(mnt, "a.npy")), a)
 

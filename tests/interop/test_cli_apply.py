@@ -105,6 +105,9 @@ class NewOutputTest(unittest.TestCase):
         self.assertEqual(result["output"], out)
         self.assertEqual(result["dtype"], "<f8")
         self.assertEqual(result["shape"], [200000])
+        result = json.loads(run("apply", "cast:>f4", src, "-o", out, "--overwrite", "--json").stdout)
+        self.assertEqual(result["dtype"], ">f4")  # the file's descr, byte order included
+        self.assertEqual(np.load(out).dtype.str, ">f4")
 
     def test_quiet_prints_nothing_on_success(self):
         src = self.tmp.save("in.npy", np.arange(10))

@@ -260,3 +260,12 @@ HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions
 }
 
 }  // namespace ooc::kernels
+
+namespace ooc {
+
+#define OOC_INSTANTIATE_REDUCE(K) \
+  template detail::reduce_result_t<K> reduce<K>(const MappedArray&, const K&, const PipelineOptions&);
+OOC_REDUCTION_KERNELS(OOC_INSTANTIATE_REDUCE)
+#undef OOC_INSTANTIATE_REDUCE
+
+}  // namespace ooc

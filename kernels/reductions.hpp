@@ -746,3 +746,19 @@ decltype(auto) ReduceOp::with_kernel(const Shape& shape, Order order, Fn&& fn) c
 }
 
 }  // namespace ooc::kernels
+
+namespace ooc {
+
+// The whole-array reductions of ReduceOp are compiled once, in the library
+// (reductions.cpp): a program calling ooc::reduce(a, kernels::Sum{}) links that copy
+// instead of compiling the pipeline for every dtype again.
+#define OOC_REDUCTION_KERNELS(X) \
+  X(kernels::Sum) X(kernels::Prod) X(kernels::Mean) X(kernels::Min) X(kernels::Max) X(kernels::ArgMin) \
+  X(kernels::ArgMax) X(kernels::Var) X(kernels::CountNonzero) X(kernels::Any) X(kernels::All) X(kernels::NanSum) \
+  X(kernels::NanMean) X(kernels::NanMin) X(kernels::NanMax) X(kernels::Norm)
+#define OOC_EXTERN_REDUCE(K) \
+  extern template detail::reduce_result_t<K> reduce<K>(const MappedArray&, const K&, const PipelineOptions&);
+OOC_REDUCTION_KERNELS(OOC_EXTERN_REDUCE)
+#undef OOC_EXTERN_REDUCE
+
+}  // namespace ooc

@@ -277,8 +277,10 @@ struct InPlaceJournal::Impl {
     os::UniqueFd file;
     try {
       file = os::create_temp_beside(path, temp);
-    } catch (const Error& e) {  // its words are an output's
-      throw Error(path, "cannot create the in-place journal" + e.problem().substr(e.problem().find(':')));
+    } catch (const Error& e) {  // its words are an output's: "cannot create output: WHY"
+      const std::size_t why = e.problem().find(": ");
+      throw Error(path, "cannot create the in-place journal: " +
+                            (why == std::string::npos ? e.problem() : e.problem().substr(why + 2)));
     }
     try {
       os::preallocate(file.get(), slot_offset(slots), path);

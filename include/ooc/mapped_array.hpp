@@ -105,6 +105,8 @@ class MappedArray {
   /// the temporary file to its final name; until then the final name is untouched, and
   /// an array destroyed without commit() removes its temporary file. For a read-write
   /// mapping: flushes the mapped window and fsyncs. For a read-only mapping: nothing.
+  /// The mapping stays: writes after commit() go to the file under its final name, as
+  /// to any read-write mapping, and are durable once commit() is called again.
   void commit();
   /// True for an output from create_npy that has not been committed yet.
   bool pending() const;

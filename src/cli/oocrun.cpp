@@ -660,7 +660,7 @@ int main(int argc, char** argv) {
                  "for cold inputs larger than memory, mmap otherwise)")
       ->check(CLI::IsMember({"auto", "mmap", "direct"}));
   app.add_flag("--progress", common.progress, "show progress on stderr");
-  app.add_flag("--quiet", common.quiet, "print nothing but results and errors");
+  app.add_flag("--quiet", common.quiet, "print nothing but results and errors (and progress, if --progress asks)");
   app.add_flag("--verbose", common.verbose, "also say how each input is read (selections: runs, spans, advice)");
 
   std::string op, path, out_path;

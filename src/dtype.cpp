@@ -103,9 +103,10 @@ DType DType::from_numpy(std::string_view text) {
   }};
   // A one-letter code may carry a byte order, as in '>d' or '<H'; a name may not.
   const bool ordered_code = text.size() == 2 && std::string_view("<>=|").find(text[0]) != std::string_view::npos;
-  const std::string_view code = ordered_code ? text.substr(1) : text;
+  const std::string order(ordered_code ? text.substr(0, 1) : "");
+  const std::string_view code = text.substr(order.size());
   for (const auto& [alias, descr] : kAliases)
-    if (alias == code && (!ordered_code || alias.size() == 1)) return parse(std::string(text.substr(0, text.size() - code.size())) + std::string(descr));
+    if (alias == code) return parse(order + std::string(descr));
   try {
     return from_name(text);
   } catch (const std::invalid_argument&) {

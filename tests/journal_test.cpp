@@ -84,6 +84,15 @@ void stopped_run(const std::string& path) {
   CHECK(journal->kept());
 }  // the journal stays, as after a kill
 
+// A run on one thread stopped before any tile was done: tile 0's bytes saved and
+// `fraction` of it written, as a kill -9 leaves it.
+void stopped_in_tile_0(const std::string& path, double fraction) {
+  InPlace run(path, 1);
+  auto& [a, o, journal] = run;
+  journal->before_write(tile(0));
+  add_one_to_tile(a, 0, fraction);
+}
+
 // Adds one to every element not done yet, commits, and removes the journal.
 void add_one_to_the_end(ooc::MappedArray& a, ooc::InPlaceJournal& journal, const ooc::PipelineOptions& o) {
   ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1; }, o);
@@ -158,11 +167,7 @@ TEST_CASE("a stopped run resumes after its last committed tile, with partly writ
 TEST_CASE("a tile whose save was torn is left alone: its kernel never ran") {
   const Scratch scratch(3 * kTile);
   const std::string& path = scratch.path;
-  {
-    InPlace run(path, 1);
-    auto& [a, o, journal] = run;
-    journal->before_write(tile(0));
-  }
+  stopped_in_tile_0(path, 0.0);
   // Scribble over the saved bytes of tile 0 (slot 0's data starts at 8192 + 4096).
   const int fd = ::open((path + ".ooc-journal").c_str(), O_WRONLY);
   REQUIRE(fd >= 0);
@@ -268,10 +273,7 @@ TEST_CASE("an array made anew in the same file since the run stopped is not resu
     journal->before_write(plan[1]);
   }
   SUBCASE("before any tile was done: the tail the run had not reached is not the one it found") {
-    InPlace run(path, 1);
-    auto& [a, o, journal] = run;
-    journal->before_write(tile(0));
-    add_one_to_tile(a, 0, 0.5);
+    stopped_in_tile_0(path, 0.5);
   }
   make_anew(path, 100.0);
   check_open_refused(path, kCommand, "are not the ones the unfinished in-place run left");
@@ -292,12 +294,7 @@ TEST_CASE("an array made anew in the same file since the run stopped is not resu
 TEST_CASE("the same array made again with the same bytes is resumed: the saved tiles are its own") {
   const Scratch scratch(40 * kTile);
   const std::string& path = scratch.path;
-  {
-    InPlace run(path, 1);
-    auto& [a, o, journal] = run;
-    journal->before_write(tile(0));
-    add_one_to_tile(a, 0, 0.5);
-  }
+  stopped_in_tile_0(path, 0.5);
   {  // the same values again, into the same inode
     ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
     auto v = a.writable_values<double>();

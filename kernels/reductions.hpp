@@ -6,6 +6,7 @@
 #include "ooc/mapped_array.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/elementwise.hpp"
+#include "ooc/kernels/numpy_extremum.hpp"
 #include "ooc/scalar.hpp"
 #include "ooc/state_bytes.hpp"
 
@@ -197,6 +198,7 @@ namespace detail {
 template <class T> struct Extremum {
   T value{};
   bool seen = false;
+  numpy_extremum::ZeroMap zeros;  // float32/float64: the sign of a zero result (numpy_extremum.hpp)
 };
 
 template <class T>
@@ -219,9 +221,14 @@ T pick(T a, T b) {
 template <bool kMin, bool kSkipNan = false>
 struct ExtremumKernel {
   template <class T> using state_for = Extremum<T>;
+  static constexpr numpy_extremum::Op kOp =
+      kSkipNan ? (kMin ? numpy_extremum::Op::fmin : numpy_extremum::Op::fmax)
+               : (kMin ? numpy_extremum::Op::minimum : numpy_extremum::Op::maximum);
 
+  /// `first`: the memory-order index of x[0]; blocks start at multiples of kBlockElements,
+  /// as numpy's buffers do, which is what makes a zero's sign numpy's.
   template <class T>
-  void partial(Extremum<T>& s, const ConstArrayMap<T>& x) const {
+  void partial(Extremum<T>& s, const ConstArrayMap<T>& x, std::int64_t first) const {
     if (x.size() == 0) return;
     T m;
     if constexpr (std::is_same_v<T, bool>) {
@@ -239,9 +246,20 @@ struct ExtremumKernel {
     }
     s.value = s.seen ? pick<kMin, kSkipNan>(s.value, m) : m;
     s.seen = true;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // Only a block whose extreme is a zero can decide the sign of a zero result; any
+      // other block leaves the running result's class as it is.
+      if (m == T(0)) {
+        numpy_extremum::ZeroMap block;
+        if (first == 0) block.to.fill(numpy_extremum::first_block_class(kOp, x.data(), x.size()));
+        else block = numpy_extremum::block_map(kOp, x.data(), x.size());
+        s.zeros = s.zeros.then(block);
+      }
+    }
   }
   template <class T>
   void merge(Extremum<T>& left, Extremum<T>&& right) const {
+    left.zeros = left.zeros.then(right.zeros);
     if (!right.seen) return;
     left.value = left.seen ? pick<kMin, kSkipNan>(left.value, right.value) : right.value;
     left.seen = true;
@@ -252,6 +270,12 @@ struct ExtremumKernel {
       throw std::domain_error(std::string("zero-size array to reduction operation ") +
                               (kSkipNan ? (kMin ? "fmin" : "fmax") : (kMin ? "minimum" : "maximum")) +
                               " which has no identity");
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (s.value == T(0)) {
+        const auto zero = s.zeros.to[numpy_extremum::kNotZero];
+        if (zero != numpy_extremum::kNotZero) return Scalar::of(zero == numpy_extremum::kNegativeZero ? -T(0) : T(0));
+      }
+    }
     return Scalar::of(s.value);
   }
 };

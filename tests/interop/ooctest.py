@@ -31,16 +31,18 @@ def thin(cases):
     return cases[::5] if SANITIZED else cases
 
 
-def run(*args, check=True):
-    """Runs oocrun; returns the CompletedProcess (text mode)."""
-    proc = subprocess.run([OOCRUN, *map(str, args)], capture_output=True, text=True)
+def run(*args, check=True, environment=None):
+    """Runs oocrun, with `environment` added to this process's; returns the
+    CompletedProcess (text mode)."""
+    proc = subprocess.run([OOCRUN, *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **environment} if environment else None)
     if check and proc.returncode != 0:
         raise AssertionError(f"oocrun {' '.join(map(str, args))} exited {proc.returncode}: {proc.stderr}")
     return proc
 
 
-def run_json(*args):
-    proc = run(*args, "--json", "--quiet")
+def run_json(*args, environment=None):
+    proc = run(*args, "--json", "--quiet", environment=environment)
     return json.loads(proc.stdout)
 
 
@@ -98,6 +100,65 @@ def same_bits(got, expected):
         return bool(np.array_equal(got, expected))
     uint = f"u{got.itemsize}"
     return bool(np.all((got.view(uint) == expected.view(uint)) | (np.isnan(got) & np.isnan(expected))))
+
+
+# numpy's own SIMD code for transcendental functions (exp log log1p sin cos tanh, and
+# power) differs between CPUs (AVX2, AVX-512 with SVML) by a few units in the last
+# place; ooc's contract is to stay within this many of whichever path numpy takes.
+TRANSCENDENTAL_ULP = 4
+TRANSCENDENTAL = ("exp", "log", "log1p", "sin", "cos", "tanh", "pow")
+
+_AVX512_FEATURES = ["AVX512F", "AVX512CD", "AVX512_KNL", "AVX512_KNM", "AVX512_SKX", "AVX512_CLX", "AVX512_CNL",
+                    "AVX512_ICL"]
+
+
+def numpy_simd_paths():
+    """[(name, environment)] for each SIMD path numpy can take on this CPU: its default,
+    and with NPY_DISABLE_CPU_FEATURES turning AVX-512 off, then AVX2 too, where the CPU has
+    them. numpy reads the variable at import, so each path is a fresh process (see
+    numpy_in); ooc reads it too, to pick the lanes numpy's min/max loops compare in."""
+    features = np.core._multiarray_umath.__cpu_features__
+    paths = [("default", {})]
+    avx512 = [f for f in _AVX512_FEATURES if features.get(f)]
+    if avx512:
+        paths.append(("without AVX-512", {"NPY_DISABLE_CPU_FEATURES": " ".join(avx512)}))
+    if features.get("AVX2"):
+        paths.append(("without AVX2", {"NPY_DISABLE_CPU_FEATURES": " ".join(avx512 + ["AVX2"])}))
+    return paths
+
+
+def numpy_in(environment, code, **arrays):
+    """Runs `code` in a fresh numpy with `environment` added, the arrays bound to their
+    names, and returns the value it assigns to `result` (anything np.save writes)."""
+    import sys
+    import textwrap
+    with tempfile.TemporaryDirectory(prefix="ooc-numpy-") as tmp:
+        for name, array in arrays.items():
+            np.save(os.path.join(tmp, name + ".npy"), array)
+        script = ("import os, warnings, numpy as np\nwarnings.simplefilter('ignore')\nnp.seterr(all='ignore')\n"
+                  f"tmp = {tmp!r}\n"
+                  + "".join(f"{n} = np.load(os.path.join(tmp, {n + '.npy'!r}))\n" for n in arrays)
+                  + textwrap.dedent(code)
+                  + "\nnp.save(os.path.join(tmp, 'result.npy'), np.asarray(result))\n")
+        subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ, **environment})
+        return np.load(os.path.join(tmp, "result.npy"))
+
+
+def units_apart(got, expected):
+    """Distance in units in the last place between two float arrays of one dtype (NaN to
+    NaN is 0, -0.0 to 0.0 is 1); integers and bools must be equal."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if expected.dtype.kind != "f":
+        return np.where(got == expected, 0, np.iinfo(np.int64).max)
+    signed = np.dtype(f"i{expected.itemsize}")
+    g = got.astype(expected.dtype.newbyteorder("=")).view(signed).astype(np.int64)
+    e = expected.astype(expected.dtype.newbyteorder("=")).view(signed).astype(np.int64)
+    # Map the sign-magnitude bit patterns onto a line, so that -0.0 and 0.0 are one apart.
+    g = np.where(g < 0, np.iinfo(signed).min - g, g)
+    e = np.where(e < 0, np.iinfo(signed).min - e, e)
+    distance = np.abs(g - e)
+    both_nan = np.isnan(got) & np.isnan(expected)
+    return np.where(both_nan, 0, np.where(np.isnan(got) | np.isnan(expected), np.iinfo(np.int64).max, distance))
 
 
 class TempDir:

@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import DTYPES, TempDir, numpy_or_error, run, run_json, same_scalar, sample, thin  # noqa: E402
+from ooctest import (DTYPES, TempDir, numpy_in, numpy_or_error, numpy_simd_paths, run, run_json, same_scalar,  # noqa: E402
+                     sample, thin)
 
 REDUCTIONS = {
     "sum": np.sum, "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max,
@@ -26,6 +27,11 @@ TOLERANCE = {"var": {"float16": 4e-3, "float32": 1e-5, "float64": 1e-12},
              "std": {"float16": 4e-3, "float32": 1e-5, "float64": 1e-12},
              "norm": {"float16": 4e-3, "float32": 1e-4, "float64": 1e-12}}
 SHAPES = [(), (0,), (1,), (7,), (3, 0), (5, 6), (2, 3, 4)]
+
+
+def thin_count(n):
+    """n cases, or every fifth of them under ASan (ooctest.thin)."""
+    return len(thin(range(n)))
 
 
 def numpy_reduce(op, a, **kwargs):
@@ -65,6 +71,49 @@ class ReduceTest(unittest.TestCase):
         for dtype in thin(DTYPES):
             a = sample(dtype, (20011,), seed=3)
             self.check(self.tmp.save("a.npy", a), a, REDUCTIONS, "--tile-bytes", "8K")
+
+    def test_a_zero_min_or_max_has_the_sign_numpy_lands_on(self):
+        # -0.0 == 0.0: which one np.min/np.max/np.nanmin/np.nanmax return follows numpy's
+        # loop (lanes, its 8192-element buffers), and so the SIMD width numpy picks on this
+        # CPU; oocrun follows NPY_DISABLE_CPU_FEATURES as numpy does. Any tile size and
+        # thread count gives the same. numpy's 128-bit (SSE-only) float64 fmin/fmax loop is
+        # not modelled (README): those paths are left out here.
+        rng = np.random.default_rng(21)
+        ops = {"min": "np.min", "max": "np.max", "nanmin": "np.nanmin", "nanmax": "np.nanmax"}
+        for path, environment in numpy_simd_paths():
+            if "AVX2" in environment.get("NPY_DISABLE_CPU_FEATURES", ""):
+                continue
+            arrays = {}
+            for k in range(thin_count(36)):
+                dtype = ["<f8", ">f8", "<f4", ">f4", "<f2"][k % 5]
+                n = int(rng.choice([2, 3, 9, 17, 20, 65, 129, 200, 1000, 8192, 8193, 9000, 9001, 20000, 70001]))
+                pattern = k % 4
+                if pattern == 0:
+                    a = np.array([-0.0, 0.0] * n)[:n] if rng.random() < 0.5 else np.array([0.0, -0.0] * n)[:n]
+                else:
+                    a = rng.choice([0.0, -0.0], n)
+                if pattern >= 2:  # values that lose to a zero in one direction, or NaN
+                    where = rng.random(n) < rng.choice([0.01, 0.3, 0.9])
+                    a[where] = rng.choice([-1.0, 1.0, np.nan, -np.inf] if pattern == 3 else [-2.0, 2.0], where.sum())
+                a = a.astype(dtype)
+                if k % 7 == 6 and n % 5 == 0:
+                    a = np.asfortranarray(a.reshape(5, n // 5))
+                arrays[f"a{k}"] = a
+            code = "result = [%s]" % ", ".join(
+                "[" + ", ".join(f"np.asarray({fn}({name}), dtype='f8')" for fn in ops.values()) + "]" for name in arrays)
+            expected = numpy_in(environment, code, **arrays)
+            for (name, a), want in zip(arrays.items(), expected):
+                src = self.tmp.save(f"{name}.npy", a)
+                tile = str(rng.choice(["8K", "16K", "64K", "1M"]))
+                threads = str(rng.choice([1, 2, 3]))
+                for op, value in zip(ops, want):
+                    with self.subTest(numpy=path, op=op, dtype=a.dtype.str, n=a.size, order="F" if np.isfortran(a) else "C"):
+                        got = run_json("reduce", op, src, "--tile-bytes", tile, "--threads", threads,
+                                       environment=environment)
+                        got_value = np.float64(float(got["value"]))
+                        self.assertEqual(np.signbit(got_value), np.signbit(value),
+                                         f"ooc {got['value']!r} numpy {value!r} (tile {tile}, threads {threads})")
+                        self.assertTrue(got_value == value or (np.isnan(got_value) and np.isnan(value)))
 
     def test_nan_is_propagated_or_skipped_as_numpy_does(self):
         for dtype in ["<f2", "<f4", ">f8"]:

@@ -184,7 +184,10 @@ void Streams::release(std::size_t position) {
       s->writer->write(tile.begin, tile.end, s->buffers[tile.index % m.slots]);
       continue;
     }
-    if (s->reader) continue;
+    if (s->reader) {
+      s->reader->release(tile.begin, tile.end);
+      continue;
+    }
     MappedArrayAccess::drop_pages_before(*s->array, tile.end, &s->dropped_to);
     // Write-back of a finished output tile starts now rather than at the final msync
     // (measurements in DESIGN, "Finished mapped output ranges").

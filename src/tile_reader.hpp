@@ -47,6 +47,10 @@ class TileReader {
   /// Called from the prefetch stage a few tiles ahead of read(begin, end): a reader
   /// that reads through a mapping can advise the pages it will touch.
   virtual void will_need(std::int64_t /*begin*/, std::int64_t /*end*/) {}
+  /// Called from the commit stage once elements [begin, end) are done with: a reader
+  /// that reads through a mapping lets go of the pages only they needed, so that memory
+  /// stays bounded by the tiles in flight, as for a mapped array.
+  virtual void release(std::int64_t /*begin*/, std::int64_t /*end*/) {}
 };
 
 }  // namespace ooc::detail

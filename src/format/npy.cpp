@@ -198,6 +198,10 @@ Header parse_header(std::span<const std::byte> prefix, std::uint64_t file_size) 
   h.major_version = static_cast<int>(prefix[6]);
   h.minor_version = 0;
   h.data_offset = length;
+  // numpy's limit (NPY_MAXDIMS): np.load refuses more dimensions.
+  if (h.shape.size() > kMaxDimensions)
+    throw FormatError("maximum supported dimension for an ndarray is " + std::to_string(kMaxDimensions) + ", found " +
+                      std::to_string(h.shape.size()));
   // numpy's rule: the nonzero dimensions times the itemsize fit in int64, even where
   // another dimension is 0 (numpy: "array is too big").
   const auto bytes = byte_count(h.shape, h.dtype.itemsize());

@@ -33,6 +33,8 @@ struct Header {
 inline constexpr std::size_t kPreambleBytes = 12;
 /// Longest header we accept; numpy 1.24 refuses anything over 10000 bytes by default.
 inline constexpr std::uint64_t kMaxHeaderBytes = 1 << 20;
+/// numpy's NPY_MAXDIMS: np.load refuses an array of more dimensions.
+inline constexpr std::size_t kMaxDimensions = 32;
 
 /// Length of the whole prefix (preamble + header dict) that a file starting with
 /// `preamble` has; throws FormatError on bad magic or version.

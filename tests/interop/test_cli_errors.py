@@ -217,6 +217,10 @@ BAD_INPUTS = {
         ["(9223372036854775807, 0, 9223372036854775807) overflows"]),
     "zero_dimension_hides_bytes_overflow": (builder_bytes(lambda: npy_file(
         "{'descr': '<f8', 'fortran_order': True, 'shape': (1152921504606846976, 0), }")), ["overflow"]),
+    # numpy's NPY_MAXDIMS (np.load: "maximum supported dimension for an ndarray is 32, found 33")
+    "more_than_32_dimensions": (builder_bytes(lambda: npy_file(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % ("1, " * 33), GOOD_DATA[:8])),
+        ["maximum supported dimension for an ndarray is 32, found 33"]),
     "shape_not_a_tuple": (builder_bytes(lambda: npy_file(
         "{'descr': '<f8', 'fortran_order': False, 'shape': (3), }", GOOD_DATA)), ["tuple"]),
     "shape_is_a_list": (builder_bytes(lambda: npy_file(

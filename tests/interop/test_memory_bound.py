@@ -12,7 +12,8 @@ peak usage must stay within the limit.
 
 A cgroup run alone does not show that ooc itself releases pages (the kernel reclaims clean
 file pages for it), so the same two runs are also made without a limit and their peak
-resident set (ru_maxrss) must stay far below the file size.
+resident set (ru_maxrss) must stay far below the file size; so are reductions of strided,
+sliced, reversed and index-list selections.
 
 The cgroup part needs root and a writable cgroup v1 memory hierarchy at
 /sys/fs/cgroup/memory; it is skipped otherwise.  Run as
@@ -303,6 +304,12 @@ class MemoryBoundTest(unittest.TestCase):
         # Same blocks and order as numpy's pairwise sum: equal bit for bit.
         self.assertEqual(result["value"], float(self.expected_sum))
 
+    def test_reduce_sum_of_a_strided_selection_of_a_file_8x_the_limit(self):
+        # A selection reads the source through its own reader, which must let go of the
+        # source pages as the stream passes them, as a whole-array read does.
+        out, _ = self.run_in_group(["reduce", "sum", self.big.path + "[1::4]", "--json", "--tile-bytes", TILE])
+        self.assertEqual(json.loads(out)["value"], float(np.load(self.big.path, mmap_mode="r")[1::4].sum()))
+
     def test_apply_add_one_of_a_file_8x_the_limit(self):
         out_path = os.path.join(self.big.dir, "out.npy")
         self.addCleanup(lambda: os.path.exists(out_path) and os.remove(out_path))
@@ -328,6 +335,14 @@ class UnconstrainedResidentSetTest(unittest.TestCase):
 
     def test_reduce_resident_set(self):
         self.measure(["reduce", "sum", self.big.path, "--json"])
+
+    def test_selections_resident_set(self):
+        rows = os.path.join(self.big.dir, "rows.npy")
+        self.addCleanup(lambda: os.path.exists(rows) and os.remove(rows))
+        np.save(rows, np.arange(3, ELEMENTS, 97, dtype=np.int64))  # 8 MiB of sorted indices
+        for selection in ["[::8]", "[100:-100:3]", "[::-5]", "[@" + rows + "]"]:
+            with self.subTest(selection=selection):
+                self.measure(["reduce", "sum", self.big.path + selection, "--json"])
 
     def test_apply_resident_set(self):
         out_path = os.path.join(self.big.dir, "out-unconstrained.npy")

@@ -198,6 +198,11 @@ class ApplyTest(unittest.TestCase):
                 self.check_apply("add:3", a, a + 3, "--tile-bytes", "1K", "--threads", threads)
                 self.check_apply("scale:0.5", a, a * 0.5, "--tile-bytes", "64K", "--threads", threads)
 
+    def test_an_array_of_32_dimensions_numpys_limit_is_read(self):
+        a = sample("<f4", (2,) + (1,) * 30 + (3,), seed=9)
+        path = self.tmp.save("d32.npy", a)
+        self.assertTrue(same_scalar(run_json("reduce", "sum", path)["value"], np.sum(a)))
+
     def test_header_versions_2_and_3_are_read(self):
         a = sample("<i4", (1000,), seed=5)
         for version in [(2, 0), (3, 0)]:

@@ -5,7 +5,7 @@
 # OOC_DEMO_GIB (default 2); the demo files are removed at the end unless OOC_DEMO_KEEP=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+OOC_BUILD_TARGETS=${OOC_BUILD_TARGETS:-oocrun} bash scripts/setup.sh
 OOCRUN="$PWD/${OOC_BUILD_DIR:-build}/oocrun"
 
 DIR=${OOC_DEMO_DIR:-/tmp/ooc-demo}

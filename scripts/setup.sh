@@ -24,4 +24,6 @@ fi
 
 BUILD_DIR=${OOC_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# OOC_BUILD_TARGETS: only these (the demo builds what it runs, not the test suite).
+read -r -a targets <<<"${OOC_BUILD_TARGETS:-}"
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${targets[@]+--target "${targets[@]}"}

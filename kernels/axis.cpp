@@ -121,7 +121,17 @@ struct ExtremumFold {
   using Input = T;
   using Acc = T;
   Acc init() const { return T{}; }
-  void step(Acc& a, Input x, std::int64_t row) const { a = row == 0 ? x : detail::pick<kMin, kSkipNan>(a, x); }
+  void step(Acc& a, Input x, std::int64_t row) const {
+    if (row == 0) {
+      a = x;
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // numpy reduces an outer axis as out = maximum(out, next slice), x86's maxpd: on a
+      // tie (-0.0 and 0.0) the later element; float16's loop keeps the earlier one.
+      a = (x == a) ? x : detail::pick<kMin, kSkipNan>(a, x);
+    } else {
+      a = detail::pick<kMin, kSkipNan>(a, x);
+    }
+  }
   Scalar finish(const Acc& a, std::int64_t) const { return Scalar::of(a); }
 };
 

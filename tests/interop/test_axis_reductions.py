@@ -83,6 +83,17 @@ class AxisTest(unittest.TestCase):
                 a = (a / 100).astype(dtype)  # keep numpy's float16 var from overflowing
             self.check(a, REDUCTIONS, "--tile-bytes", "4K")
 
+    def test_a_zero_min_or_max_along_an_axis_has_numpys_sign(self):
+        # numpy reduces an outer axis slice by slice (out = maximum(out, slice): the later of
+        # -0.0 and 0.0 on a tie for float32/64, the earlier for float16) and the contiguous
+        # axis with its SIMD loop (tests/interop/test_reductions.py).
+        rng = np.random.default_rng(8)
+        for k in thin(range(30)):
+            shape = tuple(int(x) for x in rng.choice([1, 2, 3, 9, 17, 40], size=int(rng.integers(2, 4))))
+            dtype = ["<f8", ">f4", "<f4", ">f8", "<f2"][k % 5]
+            a = rng.choice([0.0, -0.0, -1.0, 1.0, np.nan], size=shape, p=[0.4, 0.4, 0.08, 0.08, 0.04]).astype(dtype)
+            self.check(np.asarray(a, order="CF"[k % 2]), ["min", "max", "nanmin", "nanmax"])
+
     def test_integer_and_bool_reductions_along_every_axis(self):
         for dtype, shape, order in thin(itertools.product(["<i4", "|b1", ">u2"], SHAPES, "CF")):
             a = np.asarray(sample(dtype, shape, seed=4), order=order)

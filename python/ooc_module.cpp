@@ -272,6 +272,17 @@ void check_not_input(const std::string& input, const std::string& out) {
     throw ooc::UsageError(out, "the output is the input file; use inplace=True to modify it");
 }
 
+// Runs `write` (which fills and commits the output `out`); a cancelled run says that
+// nothing was written, as oocrun does.
+template <class Write>
+void write_output(const std::string& out, Write&& write) {
+  try {
+    write();
+  } catch (const ooc::Cancelled& e) {
+    throw ooc::Cancelled(out, e.problem() + "; no output written");
+  }
+}
+
 // Commits `out` unless the run was cancelled in the meantime (a KeyboardInterrupt that
 // arrived after the last tile still leaves no output).
 void commit_unless_cancelled(ooc::MappedArray& out, const Run& run) {
@@ -293,6 +304,7 @@ py::dict info(const Source& source) {
   result["descr"] = information.dtype.descr();
   result["order"] = information.order == ooc::Order::c ? "C" : "F";
   result["format"] = information.format;
+  result["data_offset"] = information.data_offset;
   return result;
 }
 
@@ -351,9 +363,11 @@ py::object reduce_axis(const Source& source, const std::string& name, std::int64
     prepare_input(a, options);
     if (out) {
       check_not_input(a.path(), *out);
-      ooc::MappedArray file = ooc::create_array(*out, dtype, shape, order, overwrite);
-      op.run_axis(a, normalized, file.writable_bytes(), options);
-      commit_unless_cancelled(file, run);
+      write_output(*out, [&] {
+        ooc::MappedArray file = ooc::create_array(*out, dtype, shape, order, overwrite);
+        op.run_axis(a, normalized, file.writable_bytes(), options);
+        commit_unless_cancelled(file, run);
+      });
     } else {
       op.run_axis(a, normalized, values, options);
     }
@@ -434,10 +448,12 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
       ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
       prepare_input(a, options);
       check_not_input(a.path(), *out);
-      ooc::MappedArray file =
-          ooc::create_array(*out, op.result_dtype(a.dtype(), a.ndim()), a.shape(), a.order(), overwrite);
-      op.apply(a, file, options);
-      commit_unless_cancelled(file, run);
+      write_output(*out, [&] {
+        ooc::MappedArray file =
+            ooc::create_array(*out, op.result_dtype(a.dtype(), a.ndim()), a.shape(), a.order(), overwrite);
+        op.apply(a, file, options);
+        commit_unless_cancelled(file, run);
+      });
       written = *out;
     }
   });
@@ -486,9 +502,11 @@ py::object evaluate(const std::string& text, const std::vector<std::string>& nam
     if (expression->reduction()) {
       value = expression->reduce(options);
     } else if (out) {
-      ooc::MappedArray file = ooc::create_array(*out, dtype, expression->shape(), expression->order(), overwrite);
-      expression->evaluate(file, options);
-      commit_unless_cancelled(file, run);
+      write_output(*out, [&] {
+        ooc::MappedArray file = ooc::create_array(*out, dtype, expression->shape(), expression->order(), overwrite);
+        expression->evaluate(file, options);
+        commit_unless_cancelled(file, run);
+      });
     } else {
       const std::vector<std::byte> values = expression->evaluate(options);
       std::memcpy(memory, values.data(), values.size());
@@ -648,62 +666,68 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
       if (!block.empty()) block[slow_axis] = k;
       return block;
     };
-    ooc::run_pipeline(
-        plan, streams, options,
-        [&](const ooc::Tile& tile) {
-          const std::int64_t k = row_elements == 0 ? 0 : tile.size() / row_elements;
-          const std::int64_t first_row = row_elements == 0 ? 0 : tile.begin / row_elements;
-          py::gil_scoped_acquire gil;
-          py::tuple views(arrays.size());
-          const std::vector<py::ssize_t> in_block = block_shape(shape, k);
-          for (std::size_t i = 0; i < arrays.size(); ++i) {
-            const ooc::MappedArray& a = arrays[i];
-            // A view of the tile's bytes where they lie (the mapping, or the run's
-            // buffer), read-only; its base keeps numpy from copying them.
-            py::array view(numpy_dtype(a.dtype()), in_block,
-                           byte_strides(ooc::Shape(in_block.begin(), in_block.end()), order, a.dtype().itemsize()),
-                           streams.input(a, tile), py::none());
-            view.attr("flags").attr("writeable") = false;
-            views[i] = view;
-          }
-          py::object value = f(*views);
-          const std::string where = "map_blocks: block " + std::to_string(tile.index) + " (rows " +
-                                    std::to_string(first_row) + ":" + std::to_string(first_row + k) + " of axis " +
-                                    std::to_string(slow_axis) + ")";
-          if (output) {
-            py::array result = asarray(value);
-            const std::vector<py::ssize_t> expected = block_shape(output_shape, k);
-            const std::vector<py::ssize_t> got(result.shape(), result.shape() + result.ndim());
-            if (got != expected)
-              throw ooc::UsageError(*out, where + " gave shape " + shape_text(got) + "; expected " + shape_text(expected));
-            py::array target(numpy_dtype(output_dtype), expected,
-                             byte_strides(ooc::Shape(expected.begin(), expected.end()), order, output_dtype.itemsize()),
-                             output_block(tile, first_row), py::none());
-            try {
-              copyto(target, result, py::arg("casting") = "same_kind");
-            } catch (py::error_already_set& e) {
-              if (!e.matches(PyExc_TypeError)) throw;
-              throw ooc::UsageError(*out, where + " gave " + py::str(result.dtype()).cast<std::string>() +
-                                              ", which does not cast to out's " + output_dtype.name() +
-                                              " (same_kind)");
+    auto run_blocks = [&] {
+      ooc::run_pipeline(
+          plan, streams, options,
+          [&](const ooc::Tile& tile) {
+            const std::int64_t k = row_elements == 0 ? 0 : tile.size() / row_elements;
+            const std::int64_t first_row = row_elements == 0 ? 0 : tile.begin / row_elements;
+            py::gil_scoped_acquire gil;
+            py::tuple views(arrays.size());
+            const std::vector<py::ssize_t> in_block = block_shape(shape, k);
+            for (std::size_t i = 0; i < arrays.size(); ++i) {
+              const ooc::MappedArray& a = arrays[i];
+              // A view of the tile's bytes where they lie (the mapping, or the run's
+              // buffer), read-only; its base keeps numpy from copying them.
+              py::array view(numpy_dtype(a.dtype()), in_block,
+                             byte_strides(ooc::Shape(in_block.begin(), in_block.end()), order, a.dtype().itemsize()),
+                             streams.input(a, tile), py::none());
+              view.attr("flags").attr("writeable") = false;
+              views[i] = view;
             }
-            return HeldObject();
-          }
-          if (py::isinstance<py::array>(value)) {
-            for (const py::handle& view : views)  // a result may not outlive the run's buffers
-              if (shares_memory(value, view).cast<bool>()) {
-                value = value.attr("copy")();
-                break;
+            py::object value = f(*views);
+            const std::string where = "map_blocks: block " + std::to_string(tile.index) + " (rows " +
+                                      std::to_string(first_row) + ":" + std::to_string(first_row + k) + " of axis " +
+                                      std::to_string(slow_axis) + ")";
+            if (output) {
+              py::array result = asarray(value);
+              const std::vector<py::ssize_t> expected = block_shape(output_shape, k);
+              const std::vector<py::ssize_t> got(result.shape(), result.shape() + result.ndim());
+              if (got != expected)
+                throw ooc::UsageError(*out, where + " gave shape " + shape_text(got) + "; expected " + shape_text(expected));
+              py::array target(numpy_dtype(output_dtype), expected,
+                               byte_strides(ooc::Shape(expected.begin(), expected.end()), order, output_dtype.itemsize()),
+                               output_block(tile, first_row), py::none());
+              try {
+                copyto(target, result, py::arg("casting") = "same_kind");
+              } catch (py::error_already_set& e) {
+                if (!e.matches(PyExc_TypeError)) throw;
+                throw ooc::UsageError(*out, where + " gave " + py::str(result.dtype()).cast<std::string>() +
+                                                ", which does not cast to out's " + output_dtype.name() +
+                                                " (same_kind)");
               }
-          }
-          return HeldObject(std::move(value));
-        },
-        [&](const ooc::Tile&, HeldObject&& result) {
-          if (output) return;
-          py::gil_scoped_acquire gil;
-          results.append(result.take());
-        });
-    if (output) commit_unless_cancelled(*output, run);
+              return HeldObject();
+            }
+            if (py::isinstance<py::array>(value)) {
+              for (const py::handle& view : views)  // a result may not outlive the run's buffers
+                if (shares_memory(value, view).cast<bool>()) {
+                  value = value.attr("copy")();
+                  break;
+                }
+            }
+            return HeldObject(std::move(value));
+          },
+          [&](const ooc::Tile&, HeldObject&& result) {
+            if (output) return;
+            py::gil_scoped_acquire gil;
+            results.append(result.take());
+          });
+    };
+    if (!output) return run_blocks();
+    write_output(*out, [&] {
+      run_blocks();
+      commit_unless_cancelled(*output, run);
+    });
   });
   if (out) return py::none();
   return results;

@@ -92,7 +92,7 @@ class Array:
         when it does not fit in the memory available."""
         return _ooc.read(self._source, *_common(options))
 
-    def __array__(self, dtype=None):
+    def __array__(self, dtype=None, copy=None):  # copy=: numpy 2 passes it; the result is always new
         values = self.read()
         return values if dtype is None else values.astype(dtype, copy=False)
 
@@ -119,10 +119,10 @@ def _memmap_path(m):
     filename = getattr(m, "filename", None)
     if filename is None:
         raise ValueError("this np.memmap has no file name (a view of one made by arithmetic?)")
-    header = Array(filename)
-    order_matches = m.flags.c_contiguous if header.order == "C" else m.flags.f_contiguous
-    if (m.shape != header.shape or m.dtype != header.dtype or not order_matches
-            or getattr(m, "offset", None) is None):
+    header = _ooc.info(_ooc.Source(filename, []))
+    order_matches = m.flags.c_contiguous if header["order"] == "C" else m.flags.f_contiguous
+    if (m.shape != tuple(header["shape"]) or m.dtype != np.dtype(header["descr"]) or not order_matches
+            or getattr(m, "offset", None) != header["data_offset"]):
         raise ValueError(f"this np.memmap is a view of part of {filename}: open the file with ooc.open "
                          f"and index the ooc.Array instead (ooc.open({filename!r})[...])")
     return filename

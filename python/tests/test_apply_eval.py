@@ -167,6 +167,17 @@ def test_map_blocks_with_out(tmp):
     assert np.array_equal(np.load(f"{tmp}/first.npy"), a_data[:, :1] * 2)
 
 
+def test_map_blocks_on_zero_d_and_empty_arrays(tmp):
+    zero_d = save(tmp, "z.npy", np.array(3.5))
+    assert ooc.map_blocks(lambda x: x * 2, zero_d) == [7.0]
+    ooc.map_blocks(lambda x: x * 2, zero_d, out=f"{tmp}/z2.npy")
+    assert np.load(f"{tmp}/z2.npy") == 7.0 and np.load(f"{tmp}/z2.npy").shape == ()
+    empty = save(tmp, "e.npy", np.zeros((0, 4), dtype="u2"))
+    assert ooc.map_blocks(lambda x: 1, empty) == []
+    made = ooc.map_blocks(lambda x: x, empty, out=f"{tmp}/e2.npy")
+    assert made.shape == (0, 4) and made.dtype == np.dtype("u2")
+
+
 def test_map_blocks_refuses_a_result_of_the_wrong_shape(tmp):
     path = save(tmp, "a.npy", sample("f8", (5000, 2)))
     with pytest.raises(ValueError, match=r"block 0 \(rows 0:\d+ of axis 0\) gave shape \(3,\); expected"):

@@ -184,3 +184,59 @@ def test_thread_counts_give_the_same_bits(tmp):
     path = save(tmp, "h.npy", data)
     results = {ooc.sum(path, threads=t, tile_bytes=1 << 16).tobytes() for t in (1, 2, 5)}
     assert results == {np.sum(data).tobytes()}
+
+
+def test_numpy_functions_call_the_methods(tmp):
+    data = sample("i4", (300, 2))
+    a = ooc.open(save(tmp, "a.npy", data))
+    assert np.sum(a) == data.sum() and np.mean(a, axis=0).tobytes() == data.mean(axis=0).tobytes()
+    with pytest.raises(ValueError, match="keepdims"):
+        np.sum(a, keepdims=True)
+
+
+def test_progress_uses_tqdm_where_installed(tmp, monkeypatch):
+    bars = []
+
+    class FakeTqdm:  # what ooc needs of tqdm.tqdm
+        def __init__(self, total, initial, **kwargs):
+            self.total, self.n, self.closed = total, initial, False
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    fake = type(sys)("tqdm")
+    fake.tqdm = FakeTqdm
+    monkeypatch.setitem(sys.modules, "tqdm", fake)
+    path = save(tmp, "a.npy", sample("f8", (1 << 16,)))
+    ooc.sum(path, progress=True, tile_bytes="64K")
+    assert len(bars) == 1 and bars[0].n == bars[0].total == 1 << 19 and bars[0].closed
+
+
+def test_cmake_install_puts_the_package_where_python_finds_it(tmp):
+    build = os.environ.get("OOC_BUILD_DIR")
+    if not build:
+        pytest.skip("OOC_BUILD_DIR names the build tree to install (ctest sets it)")
+    prefix = os.path.join(tmp, "prefix")
+    subprocess.run(["cmake", "--install", build, "--prefix", prefix], check=True, capture_output=True)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = os.path.join(prefix, "lib", version, "dist-packages")
+    assert sorted(os.listdir(os.path.join(site, "ooc")))[:3] == ["__init__.py", "__init__.pyi", "_ooc" +
+                                                                    sysconfig_suffix()]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = site
+    done = subprocess.run([sys.executable, "-c", "import ooc, numpy as np; print(ooc.__file__, ooc.sum("
+                           f"{save(tmp, 'a.npy', np.arange(10.0))!r}))"],
+                          env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [os.path.join(site, "ooc", "__init__.py"), "45.0"]
+    # The default prefix's folder is on Debian python3's own path: no PYTHONPATH needed.
+    assert os.path.join("/usr/local/lib", version, "dist-packages") in sys.path or \
+        not sys.executable.startswith("/usr/bin/")
+
+
+def sysconfig_suffix():
+    import sysconfig
+    return sysconfig.get_config_var("EXT_SUFFIX")

@@ -209,3 +209,15 @@ def test_map_blocks_runs_on_several_threads(tmp):
     parts = ooc.map_blocks(slow, path, threads=2, tile_bytes=8192 * 8)
     assert len(parts) == 8
     assert most[0] == 2 and len(threads) >= 2
+
+
+def test_apply_and_eval_on_zero_d_and_empty_arrays(tmp):
+    zero_d = save(tmp, "z.npy", np.array(7, dtype="u1"))
+    out = ooc.apply("add:300", zero_d, out=f"{tmp}/z1.npy")
+    expected = np.add(np.load(zero_d), 300)
+    assert out.shape == () and np.load(f"{tmp}/z1.npy").dtype == expected.dtype and np.load(f"{tmp}/z1.npy") == expected
+    assert ooc.eval("a * 2", a=zero_d) == 14
+    empty = save(tmp, "e.npy", np.zeros((3, 0), dtype=">f4"), order="F")
+    made = ooc.apply("sqrt", empty, out=f"{tmp}/e1.npy")
+    assert made.shape == (3, 0) and made.dtype == np.dtype("f4")
+    assert ooc.eval("sum(a)", a=empty) == 0 and ooc.eval("a + 1", a=empty).shape == (3, 0)

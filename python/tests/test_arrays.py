@@ -121,3 +121,22 @@ def test_dask_from_array(table):
     part = x[10:20, 2:4].compute()
     assert isinstance(part, np.ndarray) and np.array_equal(part, data[10:20, 2:4])
     assert np.array_equal(np.asarray(x[::3].compute()), data[::3])
+
+
+def test_the_type_stub_declares_the_api():
+    import ast
+    stub = os.path.join(os.path.dirname(ooc.__file__), "__init__.pyi")
+    tree = ast.parse(open(stub).read())
+    declared = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            declared.add(node.name)
+        elif isinstance(node, ast.Assign):
+            declared.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    assert set(ooc.__all__) <= declared, set(ooc.__all__) - declared
+    methods = {n.name for n in next(c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Array").body
+               if isinstance(n, ast.FunctionDef)}
+    methods |= {t.id for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Array"
+                for n in c.body if isinstance(n, ast.Assign) for t in n.targets}
+    public = {name for name in dir(ooc.Array) if not name.startswith("_")} - {"shape", "dtype", "order", "format"}
+    assert public <= methods | {"path", "selections", "ndim", "size", "itemsize", "nbytes"}, public - methods

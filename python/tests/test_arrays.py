@@ -126,7 +126,8 @@ def test_dask_from_array(table):
 def test_the_type_stub_declares_the_api():
     import ast
     stub = os.path.join(os.path.dirname(ooc.__file__), "__init__.pyi")
-    tree = ast.parse(open(stub).read())
+    with open(stub) as f:
+        tree = ast.parse(f.read())
     declared = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):

@@ -143,6 +143,7 @@ def test_axis_reduction_to_a_file(tmp):
         ooc.sum(path, axis=2)
 
 
+@pytest.mark.filterwarnings("ignore:Converting input from bool")  # numpy's own, for the bool data
 def test_histogram_is_numpys(module_tmp):
     for code in ("f8", "f4", "i2", "u8", "b1"):
         data = sample(code, (5000,))

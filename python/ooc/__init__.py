@@ -12,6 +12,7 @@ released while ooc works; Ctrl-C raises KeyboardInterrupt and leaves no output b
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -263,13 +264,20 @@ def _reduce(op, array, axis=None, out=None, ddof=0, overwrite=False, **options):
     if axis is None:
         if out is not None:
             raise ValueError(f"{op}: out= goes with axis= (a full reduction is one value)")
-        return _ooc.reduce(source, op, int(ddof), call, progress)
+        value = _ooc.reduce(source, op, int(ddof), call, progress)
+        if op in _NAN_WHEN_EMPTY and np.isnan(value) and open(array).size == 0:
+            # numpy warns here, as oocrun does on stderr
+            warnings.warn(f"{op} of an empty array is nan", RuntimeWarning, stacklevel=3)
+        return value
     if isinstance(axis, tuple):
         if len(axis) != 1:
             raise ValueError(f"{op}: ooc reduces along one axis at a time, not {axis}")
         axis = axis[0]
     result = _ooc.reduce_axis(source, op, int(ddof), int(_as_index(axis)), out, overwrite, call, progress)
     return Array(out) if out is not None else result
+
+
+_NAN_WHEN_EMPTY = {"mean", "nanmean", "var", "std"}
 
 
 def _make_reduction(op, doc, takes_ddof=False):

@@ -168,6 +168,23 @@ def test_the_gil_is_released_while_ooc_works(tmp):
     assert counted[1] > counted[0] * (seconds / 0.05) * 0.1, (counted, seconds)
 
 
+def test_calls_from_several_python_threads_at_once(tmp):
+    paths = [save(tmp, f"a{i}.npy", sample("f8", (50000, 2), seed=i)) for i in range(4)]
+    expected = [np.load(p).sum() for p in paths]
+    results = {}
+
+    def work(i):
+        results[i] = [ooc.sum(paths[i], tile_bytes="64K") for _ in range(5)]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        assert all(r.tobytes() == expected[i].tobytes() for r in results[i])
+
+
 def test_progress_callable_and_bar(tmp, capfd):
     path = save(tmp, "a.npy", sample("f8", (1 << 18,)))
     seen = []

@@ -102,7 +102,8 @@ struct Run {
 };
 
 // Runs work(run) on a worker thread with the GIL released; the calling thread polls for
-// signals and draws progress (progress(done_bytes, total_bytes) when not None).
+// signals and draws progress (progress(done_bytes, total_bytes, bytes_done_before) when
+// not None: a resumed in-place run starts with tiles done before).
 void run_watched(const py::object& progress, const std::function<void(Run&)>& work) {
   Run run;
   std::exception_ptr error;
@@ -171,7 +172,8 @@ void run_watched(const py::object& progress, const std::function<void(Run&)>& wo
   show_progress();
 }
 
-// Bytes this process may still allocate: MemAvailable, or less where a cgroup limits it.
+// Bytes this process may still allocate: MemAvailable, or less where the memory cgroup
+// it is in (or one above it) has a limit: the limit less the usage, cgroup v1 or v2.
 std::uint64_t available_memory() {
   std::uint64_t available = std::numeric_limits<std::uint64_t>::max();
   std::ifstream meminfo("/proc/meminfo");
@@ -182,7 +184,7 @@ std::uint64_t available_memory() {
     std::getline(meminfo, unit);
     if (key == "MemAvailable:") available = kib * 1024;
   }
-  auto read_number = [](const std::string& path) -> std::optional<std::uint64_t> {
+  auto read_number = [](const std::filesystem::path& path) -> std::optional<std::uint64_t> {
     std::ifstream in(path);
     std::string text;
     if (!(in >> text) || text == "max") return std::nullopt;
@@ -192,12 +194,36 @@ std::uint64_t available_memory() {
       return std::nullopt;
     }
   };
-  for (auto [limit_file, usage_file] : {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-                                        std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
-    const auto limit = read_number(limit_file);
-    const auto usage = read_number(usage_file);
-    if (limit && usage && *limit > *usage) available = std::min(available, *limit - *usage);
+  // /proc/self/cgroup: "ID:CONTROLLERS:PATH"; v1's memory controller names "memory", v2's
+  // one line is "0::PATH".
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    const std::size_t first = line.find(':');
+    const std::size_t second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string group = line.substr(second + 1);
+    std::filesystem::path root;
+    const char* limit_name = nullptr;
+    const char* usage_name = nullptr;
+    if (controllers.find("memory") != std::string::npos) {
+      root = "/sys/fs/cgroup/memory";
+      limit_name = "memory.limit_in_bytes";
+      usage_name = "memory.usage_in_bytes";
+    } else if (controllers.empty()) {
+      root = "/sys/fs/cgroup";
+      limit_name = "memory.max";
+      usage_name = "memory.current";
+    } else {
+      continue;
+    }
+    for (std::filesystem::path at = root / std::filesystem::path(group).relative_path();; at = at.parent_path()) {
+      const auto limit = read_number(at / limit_name);
+      const auto usage = read_number(at / usage_name);
+      if (limit && usage) available = std::min(available, *limit > *usage ? *limit - *usage : 0);
+      if (at == root || !at.has_parent_path() || at.parent_path() == at) break;
+    }
   }
   return available;
 }

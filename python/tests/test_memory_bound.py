@@ -3,7 +3,9 @@
 As tests/interop/test_memory_bound.py does for oocrun: a cgroup v1 memory group (root,
 /sys/fs/cgroup/memory writable) limits a fresh Python process to LIMIT; the file is
 dropped from the page cache first so its pages are charged to the group as ooc reads
-them. The run must finish (no OOM kill) with numpy's bits, inside the limit.
+them. The run must finish (no OOM kill) with numpy's bits, inside the limit; reading the
+file whole into memory must be refused with MemoryError, by the cgroup's limit (the
+machine has room for it).
 """
 import os
 import subprocess
@@ -61,13 +63,19 @@ def test_sum_of_a_file_larger_than_the_memory_limit():
             with open({os.path.join(group, 'cgroup.procs')!r}, "w") as f:
                 f.write(str(os.getpid()))
             import ooc
+            try:  # reading it whole is refused up front, not killed by the limit
+                ooc.open({path!r}).read()
+            except MemoryError as e:
+                print("MemoryError", e, flush=True)
             print(repr(float(ooc.sum({path!r}, tile_bytes="8M"))))
         """)
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         with open(os.path.join(group, "memory.max_usage_in_bytes")) as f:
             peak = int(f.read())
         assert done.returncode == 0, f"exit {done.returncode} (-9: OOM-killed in {LIMIT >> 20} MiB): {done.stderr}"
-        assert float(done.stdout) == float(expected)
+        refused, total = done.stdout.splitlines()
+        assert refused.startswith("MemoryError reading ") and "do not fit" in refused, refused
+        assert float(total) == float(expected)
         assert peak <= LIMIT
         sys.stderr.write(f"\n  peak cgroup usage {peak / MiB:.0f} MiB of {LIMIT / MiB:.0f} MiB "
                          f"for a {FILE_BYTES / MiB:.0f} MiB file\n")

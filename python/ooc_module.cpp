@@ -279,8 +279,14 @@ py::object numpy_scalar(const ooc::Scalar& value) {
 ooc::kernels::PyScalar python_number(const py::handle& value) {
   if (py::isinstance<py::bool_>(value)) return ooc::kernels::PyScalar::of_int(value.cast<bool>() ? 1 : 0);
   if (py::isinstance<py::int_>(value)) {
-    if (value.attr("__lt__")(0).cast<bool>()) return ooc::kernels::PyScalar::of_int(value.cast<std::int64_t>());
-    return ooc::kernels::PyScalar::of_uint(value.cast<std::uint64_t>());
+    const bool negative = value.attr("__lt__")(0).cast<bool>();
+    const py::object low = py::int_(std::numeric_limits<std::int64_t>::min());
+    const py::object high = py::int_(std::numeric_limits<std::uint64_t>::max());
+    if (negative && !value.attr("__lt__")(low).cast<bool>())
+      return ooc::kernels::PyScalar::of_int(value.cast<std::int64_t>());
+    if (!negative && !value.attr("__gt__")(high).cast<bool>())
+      return ooc::kernels::PyScalar::of_uint(value.cast<std::uint64_t>());
+    // Beyond 64 bits: numpy takes such a bound as a float too.
   }
   return ooc::kernels::PyScalar::of_double(value.cast<double>());
 }

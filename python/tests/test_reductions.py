@@ -155,3 +155,8 @@ def test_histogram_is_numpys(module_tmp):
             assert edges.tobytes() == expected_edges.tobytes() and edges.dtype == expected_edges.dtype
     counts, edges = ooc.open(path).histogram(bins=3)
     assert counts.sum() == 5000
+    ints = save(module_tmp, "h_u8_wide.npy", np.arange(1000, dtype="u8") * 2**50)
+    for value_range in ((0, 2**64 - 1), (np.int16(-3), np.float32(2.5e17)), (0.5, 2**63 + 2**12)):
+        counts, edges = ooc.histogram(ints, bins=4, range=value_range)
+        expected_counts, expected_edges = np.histogram(np.load(ints), bins=4, range=value_range)
+        assert np.array_equal(counts, expected_counts) and edges.tobytes() == expected_edges.tobytes(), value_range

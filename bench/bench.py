@@ -130,6 +130,10 @@ class Bench:
     def peer(self, library, op, src, dst=None):
         return [PYTHON, PEERS, library, op, src] + ([dst] if dst else [])
 
+    def python(self, op, src, dst=None):
+        """ooc's Python module (import ooc) from the build tree, in a fresh process."""
+        return ["env", f"PYTHONPATH={self.args.python_module}", *self.peer("python", op, src, dst)]
+
     def measure(self, name, nbytes, commands, cold=False, limit=None, cgroup=None, prepare=None):
         """commands: {label: argv}. Runs every label once per repetition, in a rotating
         order, and records the median seconds (and peak RSS) of each. A "limit" label is a
@@ -187,7 +191,7 @@ class Bench:
         return self.limits.get((probe, threads))
 
     # ---- the table --------------------------------------------------------------------
-    COLUMNS = ["ooc", "numpy", "dask", "h5py"]
+    COLUMNS = ["ooc", "python", "numpy", "dask", "h5py"]
 
     @staticmethod
     def fmt(x, digits=2):
@@ -203,8 +207,8 @@ class Bench:
         return "| " + " | ".join(cells) + " |"
 
     def table(self):
-        head = ("| operation | bytes | ooc GB/s | numpy memmap | dask (2 threads) | h5py | limit probe | "
-                "ooc/numpy | ooc/limit |\n|---|---|---|---|---|---|---|---|---|\n")
+        head = ("| operation | bytes | ooc GB/s | ooc from Python | numpy memmap | dask (2 threads) | h5py | "
+                "limit probe | ooc/numpy | ooc/limit |\n|---|---|---|---|---|---|---|---|---|---|\n")
         return head + "\n".join(self.format_row(r) for r in self.rows) + "\n"
 
     # ---- the run ----------------------------------------------------------------------
@@ -220,6 +224,8 @@ class Bench:
 
         sum_peers = {"ooc": self.ooc("reduce", "sum", matrix), "numpy": self.peer("numpy", "sum", matrix),
                      "dask": self.peer("dask", "sum", matrix)}
+        if self.args.python_module:
+            sum_peers["python"] = self.python("sum", matrix)
         self.measure("sum, warm", nbytes, sum_peers, limit=self.limit("mapped_sum"))
         if not self.args.smoke:
             self.measure("sum, cold", nbytes, {**sum_peers, "limit": self.read_probe(matrix)}, cold=True)
@@ -238,6 +244,8 @@ class Bench:
                       "dask": self.peer("dask", "add_one", matrix, out),
                       "limit": [self.probe, "write", out, str(nbytes)]},
                      prepare=lambda _: os.path.exists(out) and os.remove(out))
+        if self.args.python_module:
+            self.python_rows(matrix, out, nbytes)
         self.measure("add-one in place, flushed, no journal", nbytes,
                      {"ooc": self.ooc("apply", "add-one", inplace, "--in-place", "--no-journal"),
                       "numpy": self.peer("numpy", "add_one_in_place", inplace)},
@@ -265,6 +273,24 @@ class Bench:
         for path in (out, inplace):
             if os.path.exists(path):
                 os.remove(path)
+
+    def python_rows(self, matrix, out, nbytes):
+        """ooc from Python: a function per tile against numpy's ufunc over a memmap, and
+        what one call costs on a tiny file."""
+        self.measure("log1p into a new file, durable (ooc: Python map_blocks(np.log1p))", nbytes,
+                     {"python": self.python("log1p", matrix, out), "numpy": self.peer("numpy", "log1p", matrix, out)},
+                     prepare=lambda _: os.path.exists(out) and os.remove(out))
+        tiny = os.path.join(self.dir, "tiny.npy")
+        np.save(tiny, np.arange(112, dtype="<f8"))  # 1 kB with its header
+        seconds = {label: statistics.median(timed_process(cmd)[0]["seconds"] for _ in range(max(1, self.args.reps)))
+                   for label, cmd in (("ooc.sum", self.python("call_overhead", tiny)),
+                                      ("np.load(mmap_mode='r').sum()", self.peer("numpy", "call_overhead", tiny)))}
+        start = time.perf_counter()
+        timed_process(self.ooc("reduce", "sum", tiny))
+        seconds["oocrun reduce sum (a process)"] = time.perf_counter() - start
+        self.notes.append("one call on a 1 kB file: " + ", ".join(f"{label} {s * 1e6:.0f} µs"
+                                                                   for label, s in seconds.items()))
+        print(self.notes[-1], flush=True)
 
     def subset(self, nbytes):
         """A sparse subset: every 5th row, 5 of 40 columns, of a (N, 40) matrix a quarter of
@@ -330,6 +356,8 @@ def main():
     parser.add_argument("--dir", default=None, help="where the data files go (default: a temp dir under /tmp)")
     parser.add_argument("--size", choices=list(SIZES), default="default")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--python-module", default=None,
+                        help="the folder holding ooc's Python package (build/python); adds its rows")
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     parser.add_argument("--keep", action="store_true", help="keep the data files")
     args = parser.parse_args()

@@ -4,8 +4,9 @@
 
 prints {"seconds": ..., "value": ...} for the operation alone (imports and process start
 are not timed, as oocrun's own "seconds" leaves out its start-up). LIBRARY is numpy (a
-memmap, as numpy users stream big files), dask (from_array over a memmap, 2 threads) or
-h5py. Every run maps the file afresh, as a new oocrun process does.
+memmap, as numpy users stream big files), dask (from_array over a memmap, 2 threads),
+h5py, or python (ooc's own Python module, `import ooc`; PYTHONPATH names it). Every run
+maps the file afresh, as a new oocrun process does.
 """
 import json
 import os
@@ -51,6 +52,20 @@ def numpy_op(op, src, dst):
     if op == "subset_sum":
         a = np.load(src, mmap_mode="r")
         return timed(lambda: float(a[::SUBSET_STEP, SUBSET_COLUMNS].sum()))
+    if op == "log1p":  # what map_blocks(np.log1p, a, out=...) is measured against
+        def run():
+            a = np.load(src, mmap_mode="r")
+            out = np.lib.format.open_memmap(dst, mode="w+", dtype=a.dtype, shape=a.shape)
+            np.log1p(a, out=out)
+            out.flush()
+            durable(dst)
+        return timed(run)
+    if op == "call_overhead":  # np.load + sum of a small file, per call
+        def run():
+            for _ in range(CALLS):
+                np.load(src, mmap_mode="r").sum()
+        seconds, _ = timed(run)
+        return seconds / CALLS, None
     if op == "add_one_in_place":
         def run():
             a = np.load(src, mmap_mode="r+")
@@ -120,10 +135,31 @@ def h5py_op(op, src, dst):
     raise SystemExit(f"h5py: no {op}")
 
 
+CALLS = 200  # calls per measurement of one call's overhead
+
+
+def python_op(op, src, dst):
+    import ooc
+    if op == "sum":
+        return timed(lambda: float(ooc.sum(src)))
+    if op == "log1p":
+        def run():
+            ooc.map_blocks(np.log1p, src, out=dst)
+            durable(dst)  # committed outputs are fsynced already; the same step as numpy's
+        return timed(run)
+    if op == "call_overhead":
+        def run():
+            for _ in range(CALLS):
+                ooc.sum(src)
+        seconds, _ = timed(run)
+        return seconds / CALLS, None
+    raise SystemExit(f"python: no {op}")
+
+
 def main():
     library, op, src = sys.argv[1:4]
     dst = sys.argv[4] if len(sys.argv) > 4 else None
-    seconds, value = {"numpy": numpy_op, "dask": dask_op, "h5py": h5py_op}[library](op, src, dst)
+    seconds, value = {"numpy": numpy_op, "dask": dask_op, "h5py": h5py_op, "python": python_op}[library](op, src, dst)
     print(json.dumps({"seconds": seconds, "value": value}))
 
 

@@ -21,4 +21,5 @@ for arg in "$@"; do
 done
 bash scripts/setup.sh
 BUILD=${OOC_BUILD_DIR:-build}
-OOC_BENCH_COMMAND="bench/run.sh $*" exec /usr/bin/python3 bench/bench.py --oocrun "$BUILD/oocrun" --probe "$BUILD/bench/ooc_probe" --size "$size" "${args[@]}"
+OOC_BENCH_COMMAND="bench/run.sh $*" exec /usr/bin/python3 bench/bench.py --oocrun "$BUILD/oocrun" --probe "$BUILD/bench/ooc_probe" \
+  $( [ -d "$BUILD/python/ooc" ] && echo --python-module "$BUILD/python" ) --size "$size" "${args[@]}"

@@ -1,0 +1,382 @@
+"""ooc: numpy arrays larger than memory, streamed tile by tile through ooc's C++ engine.
+
+    import ooc
+    a = ooc.open("big.npy")            # or "run.h5:/sim/p", "x.npy[::5, 3]", a memmap, an h5py.Dataset
+    ooc.sum(a); ooc.mean(a, axis=0)    # numpy's answers, bit for bit
+    ooc.apply("log1p", a, out="b.npy")
+
+Every call takes threads= (0: every core), tile_bytes= (an int, or "64M"), io= ("auto",
+"mmap", "direct") and progress= (True for a bar on stderr, or a callable). The GIL is
+released while ooc works; Ctrl-C raises KeyboardInterrupt and leaves no output behind.
+"""
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from . import _ooc
+
+__all__ = [
+    "Array", "Error", "open", "apply", "eval", "histogram", "map_blocks",
+    "sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero",
+    "any", "all", "nansum", "nanmean", "nanmin", "nanmax", "norm",
+]
+
+# ooc.Error: a runtime failure with ooc's one-line message (a subclass of OSError).
+Error = _ooc.Error
+Error.__module__ = "ooc"
+
+_builtin_sum, _builtin_min, _builtin_max, _builtin_any, _builtin_all = sum, min, max, any, all
+
+
+# ---- arrays -------------------------------------------------------------------------
+
+class Array:
+    """An array in a file (.npy, or an HDF5 dataset), possibly a selection of one.
+
+    Nothing is read when it is made or indexed: a[::10, [2, 5]] is another ooc.Array.
+    np.asarray(a) or a.read() reads it into memory; the functions of this module stream it.
+    """
+
+    __slots__ = ("_source", "shape", "dtype", "order", "format")
+
+    def __init__(self, path, selections=()):
+        self._source = _ooc.Source(os.fspath(path), list(selections))
+        info = _ooc.info(self._source)
+        self.shape = tuple(int(n) for n in info["shape"])
+        self.dtype = np.dtype(info["descr"])
+        self.order = info["order"]
+        self.format = info["format"]
+
+    @property
+    def path(self):
+        """What this array was opened from: "x.npy", "run.h5:/p" or "x.npy[::5, 3]"."""
+        return self._source.path
+
+    @property
+    def selections(self):
+        """Selections applied after opening, one per indexing, as text ("::10, [2, 5]")."""
+        return tuple(self._source.selections)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self):
+        where = self.path + "".join(f"[{text}]" for text in self.selections)
+        return f"ooc.Array({where!r}, shape={self.shape}, dtype={self.dtype}, order={self.order!r})"
+
+    def __getitem__(self, key):
+        return Array(self._source.path, self.selections + (_selection_text(key, self.ndim),))
+
+    def read(self, **options):
+        """Every element, in a numpy array of this dtype and memory order. MemoryError
+        when it does not fit in the memory available."""
+        return _ooc.read(self._source, *_common(options))
+
+    def __array__(self, dtype=None, copy=None):  # copy=: numpy 2 passes it; the result is always new
+        values = self.read()
+        return values if dtype is None else values.astype(dtype, copy=False)
+
+
+def open(array):
+    """An ooc.Array over `array`: a path ("x.npy", "run.h5:/sim/p", "x.npy[::5, 3]"),
+    an os.PathLike, an np.memmap of a whole .npy file (np.load(..., mmap_mode=...)), an
+    h5py.Dataset, or an ooc.Array (returned as it is)."""
+    if isinstance(array, Array):
+        return array
+    if isinstance(array, (str, bytes, os.PathLike)):
+        return Array(os.fsdecode(array))
+    if isinstance(array, np.memmap):
+        return Array(_memmap_path(array))
+    h5py = sys.modules.get("h5py")
+    if h5py is not None and isinstance(array, h5py.Dataset):
+        return Array(f"{array.file.filename}:{array.name}")
+    raise TypeError(f"ooc.open takes a path, an ooc.Array, an np.memmap of a .npy file or an h5py.Dataset, "
+                    f"not {type(array).__name__}")
+
+
+def _memmap_path(m):
+    """The .npy file an np.memmap maps whole (what np.load(path, mmap_mode=...) returns)."""
+    filename = getattr(m, "filename", None)
+    if filename is None:
+        raise ValueError("this np.memmap has no file name (a view of one made by arithmetic?)")
+    header = _ooc.info(_ooc.Source(filename, []))
+    order_matches = m.flags.c_contiguous if header["order"] == "C" else m.flags.f_contiguous
+    if (m.shape != tuple(header["shape"]) or m.dtype != np.dtype(header["descr"]) or not order_matches
+            or getattr(m, "offset", None) != header["data_offset"]):
+        raise ValueError(f"this np.memmap is a view of part of {filename}: open the file with ooc.open "
+                         f"and index the ooc.Array instead (ooc.open({filename!r})[...])")
+    return filename
+
+
+def _source(array):
+    return open(array)._source
+
+
+def _selection_text(key, ndim):
+    """numpy's index `key` as ooc's selection text, what goes between the brackets: ::10, [2, 5]."""
+    items = key if isinstance(key, tuple) else (key,)
+    if _builtin_sum(1 for item in items if item is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    parts = []
+    for item in items:
+        if item is Ellipsis:  # as many whole axes as the other items leave
+            parts.extend([":"] * (ndim - (len(items) - 1)))
+        else:
+            parts.append(_index_text(item))
+    return ", ".join(parts)
+
+
+def _index_text(item):
+    if isinstance(item, slice):
+        def bound(value):
+            return "" if value is None else str(int(_as_index(value)))
+        text = bound(item.start) + ":" + bound(item.stop)
+        return text + (":" + bound(item.step) if item.step is not None else "")
+    if item is None:
+        raise ValueError("ooc selections do not add axes (None / np.newaxis)")
+    if isinstance(item, (bool, np.bool_)):
+        raise ValueError("ooc selections take no boolean index")
+    if isinstance(item, (list, np.ndarray)):
+        values = np.asarray(item)
+        if values.dtype == bool:
+            raise ValueError("ooc selections take no boolean mask; use np.flatnonzero(mask) as a list")
+        if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
+            raise ValueError("an index list must be 1-d and of integers")
+        return "[" + ", ".join(str(int(v)) for v in values) + "]"
+    return str(int(_as_index(item)))
+
+
+def _as_index(value):
+    try:
+        return value.__index__()
+    except AttributeError:
+        raise ValueError(f"{value!r} is not an integer index") from None
+
+
+# ---- options and progress -----------------------------------------------------------
+
+_OPTION_NAMES = ("threads", "tile_bytes", "io", "prefetch", "progress")
+
+
+def _common(options):
+    """(CallOptions, progress callable or None) from the keywords every call takes."""
+    unknown = set(options) - set(_OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    threads = options.get("threads")
+    tile_bytes = options.get("tile_bytes")
+    call = _ooc.call_options(
+        0 if threads is None else int(threads),
+        _ooc.default_tile_bytes if tile_bytes is None else tile_bytes,
+        options.get("io") or "auto",
+        int(options.get("prefetch", 2)))
+    return call, _progress_reporter(options.get("progress"))
+
+
+def _progress_reporter(progress):
+    """progress=True: tqdm's bar where tqdm is installed, else ooc's own, on stderr.
+    A callable is called as progress(done_bytes, total_bytes)."""
+    if not progress:
+        return None
+    if callable(progress):
+        return lambda done, total, before: progress(done, total)
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _Bar()
+    return _TqdmBar(tqdm)
+
+
+class _TqdmBar:
+    def __init__(self, tqdm):
+        self._tqdm = tqdm
+        self._bar = None
+
+    def __call__(self, done, total, before):
+        if self._bar is None:
+            self._bar = self._tqdm(total=total, initial=before, unit="B", unit_scale=True, file=sys.stderr)
+        self._bar.update(done - self._bar.n)
+        if done >= total:
+            self._bar.close()
+
+
+class _Bar:
+    """A bar redrawn in place on a terminal (percent, GB/s, time left); a line every 10%
+    otherwise, as oocrun --progress draws it."""
+
+    def __init__(self):
+        self._start = time.monotonic()
+        self._next_percent = 10
+        self._tty = sys.stderr.isatty()
+
+    def __call__(self, done, total, before):
+        if total <= 0:
+            return
+        percent = 100 * done // total
+        seconds = time.monotonic() - self._start
+        rate = (done - before) / seconds if seconds > 0 else 0.0
+        left = f"{(total - done) / rate:.0f} s" if rate > 0 else "?"
+        if self._tty:
+            filled = percent * 30 // 100
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {percent:3d}%  "
+                             f"{rate / 1e9:.2f} GB/s  ETA {left} ")
+            if done >= total:
+                sys.stderr.write("\n")
+        elif percent >= self._next_percent or done >= total:
+            sys.stderr.write(f"progress: {percent}% ({rate / 1e9:.2f} GB/s, ETA {left})\n")
+            self._next_percent = percent // 10 * 10 + 10
+        sys.stderr.flush()
+
+
+# ---- reductions ---------------------------------------------------------------------
+
+def _check_out(out, what):
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"{what}: out= is a path (x.npy or file.h5:/dataset), not {type(out).__name__}")
+    return None if out is None else os.fspath(out)
+
+
+def _reduce(op, array, axis=None, out=None, ddof=0, overwrite=False, **options):
+    source = _source(array)
+    out = _check_out(out, op)
+    call, progress = _common(options)
+    if axis is None:
+        if out is not None:
+            raise ValueError(f"{op}: out= goes with axis= (a full reduction is one value)")
+        value = _ooc.reduce(source, op, int(ddof), call, progress)
+        if op in _NAN_WHEN_EMPTY and np.isnan(value) and open(array).size == 0:
+            # numpy warns here, as oocrun does on stderr
+            warnings.warn(f"{op} of an empty array is nan", RuntimeWarning, stacklevel=3)
+        return value
+    if isinstance(axis, tuple):
+        if len(axis) != 1:
+            raise ValueError(f"{op}: ooc reduces along one axis at a time, not {axis}")
+        axis = axis[0]
+    result = _ooc.reduce_axis(source, op, int(ddof), int(_as_index(axis)), out, overwrite, call, progress)
+    return Array(out) if out is not None else result
+
+
+_NAN_WHEN_EMPTY = {"mean", "nanmean", "var", "std"}
+
+
+def _make_reduction(op, doc, takes_ddof=False):
+    # dtype= and keepdims= are numpy's (np.sum(ooc_array) calls the method with them):
+    # their defaults are accepted, anything else is refused rather than ignored.
+    def reduction(a, axis=None, dtype=None, out=None, keepdims=False, *, ddof=0, overwrite=False, **options):
+        if dtype is not None or keepdims:
+            raise ValueError(f"{op}: ooc gives numpy's result dtype and no kept dimensions "
+                             "(dtype= and keepdims= are not supported)")
+        if ddof and not takes_ddof:
+            raise TypeError(f"{op}() got an unexpected keyword argument 'ddof'")
+        return _reduce(op, a, axis, out, ddof, overwrite, **options)
+    reduction.__name__ = reduction.__qualname__ = op
+    reduction.__doc__ = (f"{doc}, as np.{op if op != 'norm' else 'linalg.norm'}(a, axis=axis"
+                         f"{', ddof=ddof' if takes_ddof else ''}): a numpy scalar of numpy's dtype, or with "
+                         f"axis= an np.ndarray (with out=PATH written to that file and returned as an ooc.Array).")
+    return reduction
+
+
+_REDUCTIONS = {
+    "sum": "Sum", "prod": "Product", "mean": "Mean", "min": "Minimum", "max": "Maximum",
+    "argmin": "C-order index of the minimum", "argmax": "C-order index of the maximum",
+    "var": "Variance", "std": "Standard deviation", "count_nonzero": "Count of nonzero elements",
+    "any": "Whether any element is true", "all": "Whether every element is true",
+    "nansum": "Sum ignoring NaN", "nanmean": "Mean ignoring NaN", "nanmin": "Minimum ignoring NaN",
+    "nanmax": "Maximum ignoring NaN", "norm": "Euclidean norm of the flattened array",
+}
+for _op, _doc in _REDUCTIONS.items():
+    _function = _make_reduction(_op, _doc, takes_ddof=_op in ("var", "std"))
+    globals()[_op] = _function
+    setattr(Array, _op, _function)
+del _op, _doc, _function
+
+
+def histogram(a, bins=10, range=None, **options):
+    """np.histogram(a, bins, range) with equal bins: (counts, edges), numpy's arrays."""
+    call, progress = _common(options)
+    if not isinstance(bins, (int, np.integer)):
+        raise ValueError("histogram: bins is a number of equal bins (edges given as an array are not supported)")
+    if range is not None:
+        range = tuple(_python_number(v) for v in range)
+    return _ooc.histogram(_source(a), int(bins), range, call, progress)
+
+
+def _python_number(value):
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return float(value)
+
+
+Array.histogram = histogram
+
+
+# ---- elementwise, expressions, blocks -----------------------------------------------
+
+def apply(op, a, out=None, *, inplace=False, journal=True, overwrite=False, **options):
+    """oocrun apply's operation `op` ("add:1", "log1p", "clip:0:1", "cast:int16", ...) on
+    `a`: into the new file `out` (returns an ooc.Array over it once committed), or with
+    inplace=True into `a` itself, crash-journalled unless journal=False (returns `a`
+    reopened). A stopped in-place run is finished by the same call again."""
+    call, progress = _common(options)
+    out = _check_out(out, "apply")
+    written = _ooc.apply(str(op), _source(a), out, bool(inplace), bool(journal), bool(overwrite), call, progress)
+    return Array(written)
+
+
+def eval(expr, out=None, *, overwrite=False, threads=None, tile_bytes=None, io=None, prefetch=2, progress=None,
+         **arrays):
+    """oocrun eval's expression over the keyword arrays (ooc.Arrays, paths, memmaps,
+    h5py.Datasets): "a * b + 1", "where(a > 0, a, 0)", "sum(a * b)". A reduction gives a
+    numpy scalar; otherwise the result goes to `out` (returned as an ooc.Array) or, without
+    out, into a numpy array."""
+    call, reporter = _common(dict(threads=threads, tile_bytes=tile_bytes, io=io, prefetch=prefetch,
+                                  progress=progress))
+    out = _check_out(out, "eval")
+    names = list(arrays)
+    sources = [_source(arrays[name]) for name in names]
+    result = _ooc.eval(str(expr), names, sources, out, bool(overwrite), call, reporter)
+    return Array(out) if out is not None else result
+
+
+def map_blocks(f, *arrays, out=None, dtype=None, shape=None, overwrite=False, **options):
+    """f(block_a, block_b, ...) for each tile of whole rows of the arrays (of one shape and
+    memory order), on several threads at once. A block is a read-only numpy view of the
+    rows along the slowest axis: shape (k, *shape[1:]) in C order, (*shape[:-1], k) in
+    Fortran order; the tile's bytes where they are mapped, no copy.
+
+    Without out: the results, in block order, in a list. With out=PATH: each result (of
+    the block's shape, with out's other axes) is written to its rows of a new file of
+    `dtype` (default: the first array's) and `shape` (default: the arrays'), returned as
+    an ooc.Array once complete."""
+    if not arrays:
+        raise ValueError("map_blocks needs at least one array")
+    call, progress = _common(options)
+    out = _check_out(out, "map_blocks")
+    sources = [_source(a) for a in arrays]
+    dtype_text = None if dtype is None else np.dtype(dtype).str
+    shape = None if shape is None else [int(n) for n in shape]
+    result = _ooc.map_blocks(f, sources, out, dtype_text, shape, bool(overwrite), call, progress)
+    return Array(out) if out is not None else list(result)

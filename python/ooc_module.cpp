@@ -1,0 +1,825 @@
+// ooc._ooc: the Python binding, a caller of the public C++ API like oocrun.
+//
+// Every call maps its arrays afresh (as each oocrun command does), runs on a worker
+// thread with the GIL released, and is watched from the calling thread: every 50 ms it
+// takes the GIL to run Python's signal handlers (PyErr_CheckSignals) and to draw
+// progress. Ctrl-C sets the pipeline's cancel flag, the same path oocrun's SIGINT takes:
+// the run stops at the next tile, an uncommitted output's temporary is removed, and
+// KeyboardInterrupt is raised once the worker has unwound.
+
+#include "cli/options.hpp"
+#include "ooc/ooc.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// An array as Python names it: what map_file takes ("x.npy", "run.h5:/p", "x.npy[::5]"),
+// then selections applied one after another (ooc.Array.__getitem__ of a selection).
+struct Source {
+  std::string path;
+  std::vector<std::string> selections;
+};
+
+ooc::MappedArray open_source(const Source& source, ooc::Access access = ooc::Access::read_only) {
+  ooc::MappedArray array = ooc::map_file(source.path, access);
+  for (const std::string& selection : source.selections) array = std::move(array).select(selection);
+  return array;
+}
+
+// What every call takes: threads=, tile_bytes=, io=, prefetch=.
+struct CallOptions {
+  int threads = 0;
+  std::uint64_t tile_bytes = ooc::kDefaultTileBytes;
+  ooc::Io io = ooc::Io::automatic;
+  int prefetch = 2;
+};
+
+CallOptions call_options(int threads, const py::object& tile_bytes, const std::string& io, int prefetch) {
+  CallOptions options;
+  if (threads < 0) throw ooc::UsageError("", "threads must be 0 (every core) or more, not " + std::to_string(threads));
+  options.threads = threads;
+  if (py::isinstance<py::str>(tile_bytes)) {
+    try {
+      options.tile_bytes = ooc::cli::parse_size(tile_bytes.cast<std::string>());
+    } catch (const std::invalid_argument& e) {
+      throw ooc::UsageError("", std::string("tile_bytes: ") + e.what());
+    }
+  } else {
+    const long long value = tile_bytes.cast<long long>();
+    if (value < 0) throw ooc::UsageError("", "tile_bytes must be positive");
+    options.tile_bytes = static_cast<std::uint64_t>(value);
+  }
+  if (options.tile_bytes == 0) throw ooc::UsageError("", "tile_bytes must be positive");
+  if (io == "auto") options.io = ooc::Io::automatic;
+  else if (io == "mmap") options.io = ooc::Io::mapped;
+  else if (io == "direct") options.io = ooc::Io::direct;
+  else throw ooc::UsageError("", "io must be 'auto', 'mmap' or 'direct', not '" + io + "'");
+  if (prefetch < 0) throw ooc::UsageError("", "prefetch must be 0 or more");
+  options.prefetch = prefetch;
+  return options;
+}
+
+// The state a call's worker shares with the thread that watches it.
+struct Run {
+  std::atomic<bool> cancel{false};
+  std::atomic<std::int64_t> done_bytes{0};
+  std::atomic<std::int64_t> total_bytes{0};
+  std::atomic<std::int64_t> before_bytes{0};
+
+  ooc::PipelineOptions pipeline(const CallOptions& call, int itemsize) {
+    ooc::PipelineOptions options;
+    options.threads = call.threads;
+    options.tile_bytes = call.tile_bytes;
+    options.io = call.io;
+    options.prefetch = call.prefetch;
+    options.cancel = &cancel;
+    options.on_progress = [this, itemsize](const ooc::Progress& p) {
+      total_bytes = p.elements * itemsize;
+      before_bytes = p.elements_before * itemsize;
+      done_bytes = p.elements_done * itemsize;
+    };
+    return options;
+  }
+};
+
+// Runs work(run) on a worker thread with the GIL released; the calling thread polls for
+// signals and draws progress (progress(done_bytes, total_bytes, bytes_done_before) when
+// not None: a resumed in-place run starts with tiles done before).
+void run_watched(const py::object& progress, const std::function<void(Run&)>& work) {
+  Run run;
+  std::exception_ptr error;
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  bool finished = false;
+  std::thread worker;
+  {
+    py::gil_scoped_release nogil;
+    worker = std::thread([&] {
+      try {
+        work(run);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex);
+      finished = true;
+      finished_cv.notify_all();
+    });
+  }
+  auto join = [&] {
+    py::gil_scoped_release nogil;
+    worker.join();
+  };
+  std::int64_t shown = -1;
+  auto show_progress = [&] {
+    const std::int64_t done = run.done_bytes.load();
+    if (progress.is_none() || done == shown) return;
+    shown = done;
+    progress(done, run.total_bytes.load(), run.before_bytes.load());
+  };
+  while (true) {
+    bool over = false;
+    {
+      py::gil_scoped_release nogil;
+      std::unique_lock lock(mutex);
+      over = finished_cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished; });
+    }
+    if (over) break;
+    try {
+      // Python's signal handlers run here, in the calling thread: Ctrl-C's
+      // KeyboardInterrupt (or whatever a handler raises) stops the run.
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      show_progress();
+    } catch (py::error_already_set& raised) {
+      run.cancel = true;
+      join();
+      if (error && raised.matches(PyExc_KeyboardInterrupt)) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const ooc::Cancelled& e) {  // say how far the run got, as oocrun does
+          PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+          throw py::error_already_set();
+        } catch (...) {
+        }
+      }
+      throw;
+    } catch (...) {
+      run.cancel = true;
+      join();
+      throw;
+    }
+  }
+  join();
+  if (error) std::rethrow_exception(error);
+  show_progress();
+}
+
+// Bytes this process may still allocate: MemAvailable, or less where the memory cgroup
+// it is in (or one above it) has a limit: the limit less the usage, cgroup v1 or v2.
+std::uint64_t available_memory() {
+  std::uint64_t available = std::numeric_limits<std::uint64_t>::max();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") available = kib * 1024;
+  }
+  auto read_number = [](const std::filesystem::path& path) -> std::optional<std::uint64_t> {
+    std::ifstream in(path);
+    std::string text;
+    if (!(in >> text) || text == "max") return std::nullopt;
+    try {
+      return std::stoull(text);
+    } catch (...) {
+      return std::nullopt;
+    }
+  };
+  // /proc/self/cgroup: "ID:CONTROLLERS:PATH"; v1's memory controller names "memory", v2's
+  // one line is "0::PATH".
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    const std::size_t first = line.find(':');
+    const std::size_t second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string group = line.substr(second + 1);
+    std::filesystem::path root;
+    const char* limit_name = nullptr;
+    const char* usage_name = nullptr;
+    if (controllers.find("memory") != std::string::npos) {
+      root = "/sys/fs/cgroup/memory";
+      limit_name = "memory.limit_in_bytes";
+      usage_name = "memory.usage_in_bytes";
+    } else if (controllers.empty()) {
+      root = "/sys/fs/cgroup";
+      limit_name = "memory.max";
+      usage_name = "memory.current";
+    } else {
+      continue;
+    }
+    for (std::filesystem::path at = root / std::filesystem::path(group).relative_path();; at = at.parent_path()) {
+      const auto limit = read_number(at / limit_name);
+      const auto usage = read_number(at / usage_name);
+      if (limit && usage) available = std::min(available, *limit > *usage ? *limit - *usage : 0);
+      if (at == root || !at.has_parent_path() || at.parent_path() == at) break;
+    }
+  }
+  return available;
+}
+
+[[noreturn]] void refuse_memory(std::uint64_t bytes, const std::string& what) {
+  PyErr_SetString(PyExc_MemoryError, (what + ": " + std::to_string(bytes) + " bytes do not fit in the " +
+                                      std::to_string(available_memory()) +
+                                      " bytes of memory available; write it to a file with out=")
+                                         .c_str());
+  throw py::error_already_set();
+}
+
+// Raises MemoryError (with the GIL held) when `bytes` would not fit in memory.
+void require_memory(std::uint64_t bytes, const std::string& what) {
+  if (bytes > available_memory()) refuse_memory(bytes, what);
+}
+
+py::dtype numpy_dtype(ooc::DType dtype) { return py::dtype(dtype.descr()); }
+
+std::vector<py::ssize_t> byte_strides(const ooc::Shape& shape, ooc::Order order, int itemsize) {
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t step = itemsize;
+  if (order == ooc::Order::c) {
+    for (std::size_t k = shape.size(); k-- > 0;) {
+      strides[k] = step;
+      step *= static_cast<py::ssize_t>(std::max<std::int64_t>(shape[k], 1));
+    }
+  } else {
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      strides[k] = step;
+      step *= static_cast<py::ssize_t>(std::max<std::int64_t>(shape[k], 1));
+    }
+  }
+  return strides;
+}
+
+// A new numpy array of this dtype, shape and memory order.
+py::array new_array(ooc::DType dtype, const ooc::Shape& shape, ooc::Order order) {
+  return py::array(numpy_dtype(dtype), std::vector<py::ssize_t>(shape.begin(), shape.end()),
+                   byte_strides(shape, order, dtype.itemsize()));
+}
+
+py::object numpy_scalar(const ooc::Scalar& value) {
+  py::object type = py::module_::import("numpy").attr("dtype")(value.dtype().name()).attr("type");
+  switch (value.dtype().kind()) {
+    case ooc::Kind::boolean: return type(value.as<bool>());
+    case ooc::Kind::signed_int: return type(value.as<std::int64_t>());
+    case ooc::Kind::unsigned_int: return type(value.as<std::uint64_t>());
+    case ooc::Kind::floating: default: return type(value.as_double());
+  }
+}
+
+ooc::kernels::PyScalar python_number(const py::handle& value) {
+  if (py::isinstance<py::bool_>(value)) return ooc::kernels::PyScalar::of_int(value.cast<bool>() ? 1 : 0);
+  if (py::isinstance<py::int_>(value)) {
+    const bool negative = value.attr("__lt__")(0).cast<bool>();
+    const py::object low = py::int_(std::numeric_limits<std::int64_t>::min());
+    const py::object high = py::int_(std::numeric_limits<std::uint64_t>::max());
+    if (negative && !value.attr("__lt__")(low).cast<bool>())
+      return ooc::kernels::PyScalar::of_int(value.cast<std::int64_t>());
+    if (!negative && !value.attr("__gt__")(high).cast<bool>())
+      return ooc::kernels::PyScalar::of_uint(value.cast<std::uint64_t>());
+    // Beyond 64 bits: numpy takes such a bound as a float too.
+  }
+  return ooc::kernels::PyScalar::of_double(value.cast<double>());
+}
+
+// A reader of arrays, as oocrun's: refused while an in-place run holds it, and sized so
+// that a sparse selection still has a tile per thread.
+void prepare_input(const ooc::MappedArray& array, ooc::PipelineOptions& options) {
+  ooc::check_not_in_place(array);
+  options.tile_bytes = ooc::tile_bytes_spanning(array, options.tile_bytes);
+}
+
+void check_not_input(const std::string& input, const std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(input, out, ec))
+    throw ooc::UsageError(out, "the output is the input file; use inplace=True to modify it");
+}
+
+// Runs `write` (which fills and commits the output `out`); a cancelled run says that
+// nothing was written, as oocrun does.
+template <class Write>
+void write_output(const std::string& out, Write&& write) {
+  try {
+    write();
+  } catch (const ooc::Cancelled& e) {
+    throw ooc::Cancelled(out, e.problem() + "; no output written");
+  }
+}
+
+// Commits `out` unless the run was cancelled in the meantime (a KeyboardInterrupt that
+// arrived after the last tile still leaves no output).
+void commit_unless_cancelled(ooc::MappedArray& out, const Run& run) {
+  if (run.cancel) throw ooc::Cancelled(out.path(), "cancelled before the output was committed");
+  out.commit();
+}
+
+py::dict info(const Source& source) {
+  ooc::ArrayInfo information;
+  std::string path;
+  {
+    py::gil_scoped_release nogil;
+    const ooc::MappedArray array = open_source(source);
+    information = array.info();
+    path = array.path();
+  }
+  py::dict result;
+  result["shape"] = py::tuple(py::cast(information.shape));
+  result["descr"] = information.dtype.descr();
+  result["order"] = information.order == ooc::Order::c ? "C" : "F";
+  result["format"] = information.format;
+  result["data_offset"] = information.data_offset;
+  return result;
+}
+
+py::object reduce(const Source& source, const std::string& name, std::int64_t ddof, const CallOptions& call,
+                  const py::object& progress) {
+  ooc::kernels::ReduceParams params;
+  params.ddof = ddof;
+  const auto op = ooc::kernels::ReduceOp::parse(name, params);
+  std::optional<ooc::Scalar> value;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    value = op.run(a, options);
+  });
+  return numpy_scalar(*value);
+}
+
+// An axis reduction: into a new numpy array, or into the file `out` (returns None).
+py::object reduce_axis(const Source& source, const std::string& name, std::int64_t ddof, int axis,
+                       const std::optional<std::string>& out, bool overwrite, const CallOptions& call,
+                       const py::object& progress) {
+  ooc::kernels::ReduceParams params;
+  params.ddof = ddof;
+  const auto op = ooc::kernels::ReduceOp::parse(name, params);
+  if (op.code() == ooc::kernels::ReduceOp::Code::histogram)
+    throw ooc::UsageError("", "histogram takes no axis (numpy's has none)");
+  ooc::Shape shape;
+  ooc::DType dtype = ooc::dtype_of<double>;
+  ooc::Order order = ooc::Order::c;
+  int normalized = 0;
+  {
+    py::gil_scoped_release nogil;
+    const ooc::MappedArray a = open_source(source);
+    try {
+      normalized = ooc::kernels::normalize_axis(axis, a.ndim());
+    } catch (const ooc::UsageError& e) {
+      throw ooc::UsageError(a.path(), e.problem());
+    }
+    shape = ooc::kernels::drop_axis(a.shape(), normalized);
+    dtype = op.result_dtype(a.dtype());
+    order = a.order();
+  }
+  py::object result = py::none();
+  std::span<std::byte> values;
+  if (!out) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(*ooc::element_count(shape)) * dtype.itemsize();
+    require_memory(bytes, name + " along axis " + std::to_string(normalized));
+    py::array array = new_array(dtype, shape, order);
+    values = std::span<std::byte>(static_cast<std::byte*>(array.mutable_data()), bytes);
+    result = array;
+  }
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    if (out) {
+      check_not_input(a.path(), *out);
+      write_output(*out, [&] {
+        ooc::MappedArray file = ooc::create_array(*out, dtype, shape, order, overwrite);
+        op.run_axis(a, normalized, file.writable_bytes(), options);
+        commit_unless_cancelled(file, run);
+      });
+    } else {
+      op.run_axis(a, normalized, values, options);
+    }
+  });
+  return result;
+}
+
+py::tuple histogram(const Source& source, std::int64_t bins, const py::object& range, const CallOptions& call,
+                    const py::object& progress) {
+  ooc::kernels::ReduceParams params;
+  params.bins = bins;
+  if (!range.is_none()) {
+    const py::sequence bounds = range.cast<py::sequence>();
+    if (bounds.size() != 2) throw ooc::UsageError("", "histogram: range must be (lo, hi)");
+    params.range = {python_number(bounds[0]), python_number(bounds[1])};
+  }
+  const auto op = ooc::kernels::ReduceOp::parse("histogram", params);
+  ooc::kernels::HistogramResult h;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    h = op.histogram(a, options);
+  });
+  py::array_t<std::int64_t> counts(static_cast<py::ssize_t>(h.counts.size()));
+  std::memcpy(counts.mutable_data(), h.counts.data(), h.counts.size() * sizeof(std::int64_t));
+  py::array edges = new_array(h.edge_dtype, {static_cast<std::int64_t>(h.edges.size())}, ooc::Order::c);
+  ooc::convert(ooc::dtype_of<double>, h.edges.data(), h.edge_dtype, edges.mutable_data(),
+               static_cast<std::int64_t>(h.edges.size()));
+  return py::make_tuple(counts, edges);
+}
+
+// apply: into `out`, or in place (journalled unless journal=False). Returns the path
+// written.
+std::string apply(const std::string& spec, const Source& source, const std::optional<std::string>& out,
+                  bool in_place, bool journal, bool overwrite, const CallOptions& call, const py::object& progress) {
+  const auto op = ooc::kernels::ElementwiseOp::parse(spec);
+  if (in_place == out.has_value()) throw ooc::UsageError("", "apply needs out=PATH or inplace=True (one of them)");
+  if (!in_place && !journal) throw ooc::UsageError("", "journal=False goes with inplace=True");
+  std::string written;
+  run_watched(progress, [&](Run& run) {
+    if (in_place) {
+      if (!source.selections.empty())
+        throw ooc::UsageError(source.path, "a selection cannot be modified in place");
+      ooc::MappedArray a = open_source(source, ooc::Access::read_write);
+      ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+      std::unique_ptr<ooc::InPlaceJournal> undo;
+      if (!journal) {
+        ooc::lock_for_in_place(a);
+      } else {
+        // The command oocrun journals: a run stopped in Python is finished by the same
+        // call again, or by that oocrun command.
+        try {
+          undo = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
+        } catch (const ooc::UsageError&) {
+          throw;
+        } catch (const ooc::Error& e) {  // no room or no right to write it beside the array
+          if (e.path() != ooc::journal_path(a.path()) || std::filesystem::exists(e.path())) throw;
+          throw ooc::Error(e.path(), e.problem() + " (journal=False runs in place without one)");
+        }
+      }
+      try {
+        op.apply(a, a, options);
+        a.commit();
+      } catch (const ooc::Cancelled& e) {
+        if (undo) {
+          throw ooc::Cancelled(a.path(), e.problem() + (undo->kept() ? "; the same call again finishes it "
+                                                                          "(progress is kept in " + undo->path() + ")"
+                                                                    : "; the array is unchanged"));
+        }
+        throw ooc::Cancelled(a.path(), e.problem() + "; the array may be partly rewritten (journal=False: the run "
+                                                     "cannot be resumed)");
+      }
+      if (undo) undo->finish();
+      written = a.path();
+    } else {
+      const ooc::MappedArray a = open_source(source);
+      ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+      prepare_input(a, options);
+      check_not_input(a.path(), *out);
+      write_output(*out, [&] {
+        ooc::MappedArray file =
+            ooc::create_array(*out, op.result_dtype(a.dtype(), a.ndim()), a.shape(), a.order(), overwrite);
+        op.apply(a, file, options);
+        commit_unless_cancelled(file, run);
+      });
+      written = *out;
+    }
+  });
+  return written;
+}
+
+// eval: a numpy scalar for a reduction, else a numpy array, or None once written to `out`.
+py::object evaluate(const std::string& text, const std::vector<std::string>& names, const std::vector<Source>& sources,
+                    const std::optional<std::string>& out, bool overwrite, const CallOptions& call,
+                    const py::object& progress) {
+  if (names.size() != sources.size()) throw std::logic_error("eval: names and arrays differ in number");
+  // Compiled first, with the GIL released (mapping and index files), to learn the
+  // result's size before any evaluation.
+  std::vector<ooc::MappedArray> arrays;
+  std::optional<ooc::kernels::Expression> expression;
+  {
+    py::gil_scoped_release nogil;
+    arrays.reserve(sources.size());
+    for (const Source& source : sources) {
+      arrays.push_back(open_source(source));
+      ooc::check_not_in_place(arrays.back());
+    }
+    std::vector<ooc::kernels::Binding> bindings;
+    for (std::size_t i = 0; i < names.size(); ++i) bindings.push_back({names[i], &arrays[i]});
+    expression.emplace(ooc::kernels::Expression::compile(text, bindings));
+    if (expression->reduction() && out) throw ooc::UsageError(*out, "eval: a reduction gives one value; drop out=");
+    for (const ooc::MappedArray& a : arrays)
+      if (out) check_not_input(a.path(), *out);
+  }
+  const ooc::DType dtype = expression->dtype();
+  std::optional<ooc::Scalar> value;
+  py::object result = py::none();
+  std::byte* memory = nullptr;
+  if (!expression->reduction() && !out) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(*ooc::element_count(expression->shape())) * dtype.itemsize();
+    require_memory(bytes, "eval " + text);
+    py::array array = new_array(dtype, expression->shape(), expression->order());
+    memory = static_cast<std::byte*>(array.mutable_data());
+    result = array;
+  }
+  run_watched(progress, [&](Run& run) {
+    ooc::PipelineOptions options = run.pipeline(call, dtype.itemsize());
+    const std::uint64_t asked = options.tile_bytes;
+    for (const ooc::MappedArray& a : arrays)  // the sparsest selection sizes the tiles
+      options.tile_bytes = std::min(options.tile_bytes, ooc::tile_bytes_spanning(a, asked));
+    if (expression->reduction()) {
+      value = expression->reduce(options);
+    } else if (out) {
+      write_output(*out, [&] {
+        ooc::MappedArray file = ooc::create_array(*out, dtype, expression->shape(), expression->order(), overwrite);
+        expression->evaluate(file, options);
+        commit_unless_cancelled(file, run);
+      });
+    } else {
+      const std::vector<std::byte> values = expression->evaluate(options);
+      std::memcpy(memory, values.data(), values.size());
+    }
+  });
+  if (value) return numpy_scalar(*value);
+  return result;
+}
+
+// Every element, into a new numpy array of the array's dtype (byte order included) and
+// memory order, streamed through the pipeline as any run (selections, chunked HDF5).
+py::array read_array(const Source& source, const CallOptions& call, const py::object& progress) {
+  ooc::ArrayInfo information;
+  {
+    py::gil_scoped_release nogil;
+    information = open_source(source).info();
+  }
+  require_memory(information.nbytes(), "reading " + source.path);
+  py::array array = new_array(information.dtype, information.shape, information.order);
+  auto* memory = static_cast<std::byte*>(array.mutable_data());
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    if (a.size() == 0) return;
+    const std::size_t item = static_cast<std::size_t>(a.dtype().itemsize());
+    const ooc::TilePlan plan = ooc::TilePlan::for_array(a, options.tile_bytes);
+    ooc::detail::Streams streams(plan, options);
+    streams.add_input(a);
+    struct Done {};
+    ooc::run_pipeline(
+        plan, streams, options,
+        [&](const ooc::Tile& tile) {
+          std::memcpy(memory + static_cast<std::size_t>(tile.begin) * item, streams.input(a, tile),
+                      static_cast<std::size_t>(tile.size()) * item);
+          return Done{};
+        },
+        [](const ooc::Tile&, Done&&) {});
+  });
+  return array;
+}
+
+// A Python object a pipeline stage holds: released with the GIL taken, whichever thread
+// drops it (a cancelled run drops results on a TBB thread).
+class HeldObject {
+ public:
+  HeldObject() = default;
+  explicit HeldObject(py::object object) : object_(object.release().ptr()) {}
+  HeldObject(HeldObject&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+  HeldObject& operator=(HeldObject&& other) noexcept {
+    std::swap(object_, other.object_);
+    return *this;
+  }
+  ~HeldObject() {
+    if (object_ == nullptr) return;
+    py::gil_scoped_acquire gil;
+    Py_DECREF(object_);
+  }
+  /// The object, owned by the caller (the GIL held).
+  py::object take() { return py::reinterpret_steal<py::object>(std::exchange(object_, nullptr)); }
+
+ private:
+  PyObject* object_ = nullptr;
+};
+
+std::string shape_text(const std::vector<py::ssize_t>& shape) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+// map_blocks: f(block of each input) per tile of whole rows along the slowest axis (the
+// first in C order, the last in Fortran order). With out: each result is written to its
+// rows of the new array `out` (dtype, shape), committed at the end; returns None.
+// Without: returns the results in order.
+py::object map_blocks(const py::function& f, const std::vector<Source>& sources, const std::optional<std::string>& out,
+                      const std::optional<std::string>& out_dtype, const std::optional<std::vector<std::int64_t>>& out_shape,
+                      bool overwrite, const CallOptions& call, const py::object& progress) {
+  if (sources.empty()) throw ooc::UsageError("", "map_blocks needs at least one array");
+  py::module_ numpy = py::module_::import("numpy");
+  py::list results;
+  py::object shares_memory = numpy.attr("may_share_memory");
+  py::object asarray = numpy.attr("asarray");
+  py::object copyto = numpy.attr("copyto");
+  run_watched(progress, [&](Run& run) {
+    std::vector<ooc::MappedArray> arrays;
+    arrays.reserve(sources.size());
+    for (const Source& source : sources) arrays.push_back(open_source(source));
+    const ooc::MappedArray& first = arrays.front();
+    for (const ooc::MappedArray& a : arrays) {
+      ooc::check_not_in_place(a);
+      if (a.shape() != first.shape() || (a.order() != first.order() && a.ndim() > 1))
+        throw ooc::UsageError(a.path(), "map_blocks: shape " + ooc::shape_repr(a.shape()) + " (" +
+                                            (a.order() == ooc::Order::c ? "C" : "Fortran") + " order) differs from " +
+                                            first.path() + "'s " + ooc::shape_repr(first.shape()) + " (" +
+                                            (first.order() == ooc::Order::c ? "C" : "Fortran") +
+                                            " order); blocks are cut alike only from arrays of one shape and order");
+    }
+    ooc::PipelineOptions options = run.pipeline(call, first.dtype().itemsize());
+    const ooc::Shape& shape = first.shape();
+    const ooc::Order order = first.order();
+    const bool c_order = order == ooc::Order::c || first.ndim() < 2;
+    const std::size_t slow_axis = first.ndim() == 0 ? 0 : c_order ? 0 : static_cast<std::size_t>(first.ndim() - 1);
+    const std::int64_t rows = first.ndim() == 0 ? 1 : shape[slow_axis];
+    const std::int64_t row_elements = rows == 0 ? 0 : first.size() / rows;
+
+    std::optional<ooc::MappedArray> output;
+    ooc::DType output_dtype = first.dtype().native();
+    ooc::Shape output_shape = shape;
+    std::int64_t output_row_elements = row_elements;
+    if (out) {
+      if (out_dtype) {
+        try {
+          output_dtype = ooc::DType::from_numpy(*out_dtype);
+        } catch (const std::invalid_argument& e) {
+          throw ooc::UsageError(*out, std::string("map_blocks: dtype: ") + e.what());
+        }
+      }
+      if (out_shape) output_shape = *out_shape;
+      if (static_cast<int>(output_shape.size()) != first.ndim() ||
+          (first.ndim() > 0 && output_shape[slow_axis] != rows))
+        throw ooc::UsageError(*out, "map_blocks: out's shape " + ooc::shape_repr(output_shape) + " must have " +
+                                        std::to_string(first.ndim()) + " axes and " + std::to_string(rows) +
+                                        " rows along axis " + std::to_string(slow_axis) + " (the inputs' " +
+                                        ooc::shape_repr(shape) + ")");
+      for (const ooc::MappedArray& a : arrays) check_not_input(a.path(), *out);
+      const auto count = ooc::element_count(output_shape);
+      if (!count) throw ooc::UsageError(*out, "map_blocks: shape " + ooc::shape_repr(output_shape) + " is not valid");
+      output_row_elements = rows == 0 ? 0 : *count / rows;
+      output.emplace(ooc::create_array(*out, output_dtype, output_shape, order, overwrite));
+    }
+    if (first.size() == 0 || (output && output->size() == 0)) {
+      if (output) commit_unless_cancelled(*output, run);
+      return;
+    }
+    // Tiles of whole rows: at least one row, however long, per block.
+    int widest = 1;
+    for (const ooc::MappedArray& a : arrays) widest = std::max(widest, a.dtype().itemsize());
+    const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_elements) * static_cast<std::uint64_t>(widest);
+    const ooc::TilePlan plan = ooc::TilePlan::slabs(rows, row_elements, widest, std::max(options.tile_bytes, row_bytes));
+    ooc::detail::Streams streams(plan, options);
+    for (const ooc::MappedArray& a : arrays) streams.add_input(a);
+    // An output whose rows are as long as the inputs' has the same tiles: it streams with
+    // them (direct writes, pages released behind the run). Otherwise (shape= changes the
+    // other axes) each block's rows are written through the output's mapping.
+    const bool output_streams = output && output_row_elements == row_elements;
+    if (output_streams) streams.add_output(*output);
+    std::span<std::byte> output_bytes;
+    if (output && !output_streams) output_bytes = output->writable_bytes();
+    auto output_block = [&](const ooc::Tile& tile, std::int64_t first_row) -> std::byte* {
+      if (output_streams) return streams.output(*output, tile);
+      return output_bytes.data() + first_row * output_row_elements * output_dtype.itemsize();
+    };
+
+    auto block_shape = [&](const ooc::Shape& whole, std::int64_t k) {
+      std::vector<py::ssize_t> block(whole.begin(), whole.end());
+      if (!block.empty()) block[slow_axis] = k;
+      return block;
+    };
+    auto run_blocks = [&] {
+      ooc::run_pipeline(
+          plan, streams, options,
+          [&](const ooc::Tile& tile) {
+            const std::int64_t k = row_elements == 0 ? 0 : tile.size() / row_elements;
+            const std::int64_t first_row = row_elements == 0 ? 0 : tile.begin / row_elements;
+            py::gil_scoped_acquire gil;
+            py::tuple views(arrays.size());
+            const std::vector<py::ssize_t> in_block = block_shape(shape, k);
+            for (std::size_t i = 0; i < arrays.size(); ++i) {
+              const ooc::MappedArray& a = arrays[i];
+              // A view of the tile's bytes where they lie (the mapping, or the run's
+              // buffer), read-only; its base keeps numpy from copying them.
+              py::array view(numpy_dtype(a.dtype()), in_block,
+                             byte_strides(ooc::Shape(in_block.begin(), in_block.end()), order, a.dtype().itemsize()),
+                             streams.input(a, tile), py::none());
+              view.attr("flags").attr("writeable") = false;
+              views[i] = view;
+            }
+            py::object value = f(*views);
+            const std::string where = "map_blocks: block " + std::to_string(tile.index) + " (rows " +
+                                      std::to_string(first_row) + ":" + std::to_string(first_row + k) + " of axis " +
+                                      std::to_string(slow_axis) + ")";
+            if (output) {
+              py::array result = asarray(value);
+              const std::vector<py::ssize_t> expected = block_shape(output_shape, k);
+              const std::vector<py::ssize_t> got(result.shape(), result.shape() + result.ndim());
+              if (got != expected)
+                throw ooc::UsageError(*out, where + " gave shape " + shape_text(got) + "; expected " + shape_text(expected));
+              py::array target(numpy_dtype(output_dtype), expected,
+                               byte_strides(ooc::Shape(expected.begin(), expected.end()), order, output_dtype.itemsize()),
+                               output_block(tile, first_row), py::none());
+              try {
+                copyto(target, result, py::arg("casting") = "same_kind");
+              } catch (py::error_already_set& e) {
+                if (!e.matches(PyExc_TypeError)) throw;
+                throw ooc::UsageError(*out, where + " gave " + py::str(result.dtype()).cast<std::string>() +
+                                                ", which does not cast to out's " + output_dtype.name() +
+                                                " (same_kind)");
+              }
+              return HeldObject();
+            }
+            if (py::isinstance<py::array>(value)) {
+              for (const py::handle& view : views)  // a result may not outlive the run's buffers
+                if (shares_memory(value, view).cast<bool>()) {
+                  value = value.attr("copy")();
+                  break;
+                }
+            }
+            return HeldObject(std::move(value));
+          },
+          [&](const ooc::Tile&, HeldObject&& result) {
+            if (output) return;
+            py::gil_scoped_acquire gil;
+            results.append(result.take());
+          });
+    };
+    if (!output) return run_blocks();
+    write_output(*out, [&] {
+      run_blocks();
+      commit_unless_cancelled(*output, run);
+    });
+  });
+  if (out) return py::none();
+  return results;
+}
+
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ooc, m) {
+  m.doc() = "ooc's C++ engine; use the ooc package";
+
+  static py::exception<ooc::Error> error_type(m, "Error", PyExc_OSError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ooc::Cancelled& e) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, one_line(e.what()).c_str());
+    } catch (const ooc::UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, one_line(e.what()).c_str());
+    } catch (const ooc::Error& e) {
+      // The OS's own causes get Python's own exceptions (ooc's messages end in strerror's
+      // text, lower-cased: "x.npy: no such file or directory").
+      const std::string& problem = e.problem();
+      PyObject* type = error_type.ptr();
+      if (ends_with(problem, "no such file or directory")) type = PyExc_FileNotFoundError;
+      else if (ends_with(problem, "permission denied") || ends_with(problem, "operation not permitted"))
+        type = PyExc_PermissionError;
+      PyErr_SetString(type, one_line(e.what()).c_str());
+    }
+  });
+
+  py::class_<Source>(m, "Source")
+      .def(py::init<std::string, std::vector<std::string>>(), py::arg("path"), py::arg("selections"))
+      .def_readonly("path", &Source::path)
+      .def_readonly("selections", &Source::selections);
+  py::class_<CallOptions>(m, "CallOptions");
+  m.def("call_options", &call_options, py::arg("threads"), py::arg("tile_bytes"), py::arg("io"), py::arg("prefetch"));
+
+  m.def("info", &info, py::arg("source"));
+  m.def("reduce", &reduce, py::arg("source"), py::arg("op"), py::arg("ddof"), py::arg("options"), py::arg("progress"));
+  m.def("reduce_axis", &reduce_axis, py::arg("source"), py::arg("op"), py::arg("ddof"), py::arg("axis"),
+        py::arg("out"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("histogram", &histogram, py::arg("source"), py::arg("bins"), py::arg("range"), py::arg("options"),
+        py::arg("progress"));
+  m.def("apply", &apply, py::arg("op"), py::arg("source"), py::arg("out"), py::arg("inplace"), py::arg("journal"),
+        py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("eval", &evaluate, py::arg("expr"), py::arg("names"), py::arg("sources"), py::arg("out"),
+        py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("read", &read_array, py::arg("source"), py::arg("options"), py::arg("progress"));
+  m.def("map_blocks", &map_blocks, py::arg("f"), py::arg("sources"), py::arg("out"), py::arg("dtype"),
+        py::arg("shape"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("available_memory", &available_memory, "bytes this process may still allocate (MemAvailable, cgroup limit)");
+  m.attr("default_tile_bytes") = ooc::kDefaultTileBytes;
+}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Fresh machine to the main job: installs what is missing, builds, writes a demo array
 # of about 2 GiB with numpy, then runs oocrun on it: info, an add-one into a new file,
-# and sums of both, each with its speed. Set OOC_DEMO_DIR (default /tmp/ooc-demo) and
+# and sums of both, each with its speed; then the same from Python (import ooc), beside
+# numpy. Set OOC_DEMO_DIR (default /tmp/ooc-demo) and
 # OOC_DEMO_GIB (default 2); the demo files are removed at the end unless OOC_DEMO_KEEP=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-OOC_BUILD_TARGETS=${OOC_BUILD_TARGETS:-oocrun} bash scripts/setup.sh
+OOC_BUILD_TARGETS=${OOC_BUILD_TARGETS:-oocrun ooc_python} bash scripts/setup.sh
 OOCRUN="$PWD/${OOC_BUILD_DIR:-build}/oocrun"
 
 DIR=${OOC_DEMO_DIR:-/tmp/ooc-demo}
@@ -43,4 +44,22 @@ start = time.perf_counter()
 value = a.sum()
 seconds = time.perf_counter() - start
 print(f"numpy sum {value!r}: {a.nbytes / 1e9:.3g} GB in {seconds:.3g} s ({a.nbytes / 1e9 / seconds:.3g} GB/s)")
+PY
+
+echo "== the same from Python: import ooc (PYTHONPATH=${OOC_BUILD_DIR:-build}/python)"
+PYTHONPATH="$PWD/${OOC_BUILD_DIR:-build}/python" /usr/bin/python3 - "$DIR/demo.npy" "$DIR/demo_plus_one.npy" <<'PY'
+import sys, time
+import numpy as np
+import ooc
+a = ooc.open(sys.argv[1])
+print(f"ooc.open: {a!r}")
+start = time.perf_counter()
+total = ooc.sum(a)
+seconds = time.perf_counter() - start
+print(f"ooc.sum {total!r} ({type(total).__name__}): {a.nbytes / 1e9:.3g} GB in {seconds:.3g} s "
+      f"({a.nbytes / 1e9 / seconds:.3g} GB/s)")
+print(f"column means, ooc.mean(a, axis=0): {ooc.mean(a, axis=0)}")
+b = ooc.open(sys.argv[2])
+print(f"ooc.sum of the add-one output equals np.sum(np.load(..., mmap_mode='r')): "
+      f"{ooc.sum(b) == np.load(sys.argv[2], mmap_mode='r').sum()}")
 PY

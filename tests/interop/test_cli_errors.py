@@ -600,6 +600,26 @@ class UsageErrorTest(CliCase):
         # Argument errors are found before the file is opened; either way: one line.
         self.assert_clean_failure(["apply", "frobnicate", "missing.npy", "-o", "out.npy"], 2)
 
+    def test_unbalanced_brackets_in_a_selection_are_named(self):
+        """'X.npy[:, [2, 5]' once said "X.npy[:, : no such file or directory"."""
+        self.save("m.npy", np.ones((4, 6)))
+        cases = [("m.npy[:, [2, 5]", "the '[' at column 1 is never closed"),
+                 ("m.npy[1]]", "the ']' at column 4 closes no '['"),
+                 ("m.npy[[1, 2]", "the '[' at column 1 is never closed"),
+                 ("m.npy[:, [2, 5", "the '[' at column 1 is never closed")]
+        for spec, words in cases:
+            for args in (["info", spec], ["reduce", "sum", spec], ["apply", "add-one", spec, "-o", "out.npy"],
+                         ["eval", "a * 2", f"a={spec}"]):
+                with self.subTest(args=args):
+                    self.usage(*args, names=["m.npy"], words=["unbalanced brackets", words])
+
+    def test_an_empty_selection_is_a_usage_error_as_pythons_x_brackets_is_a_syntax_error(self):
+        for spec in (f"{self.good}[]", f"{self.good}[ ]"):
+            for args in (["info", spec], ["reduce", "sum", spec], ["apply", "add-one", spec, "-o", "out.npy"],
+                         ["eval", "a * 2", f"a={spec}"]):
+                with self.subTest(args=args):
+                    self.usage(*args, names=[self.good], words=["empty selection"])
+
 
 class InPlaceRefusalTest(CliCase):
     """--in-place where numpy's `a += C` (or `a *= C`) refuses: exit 2, file byte-identical."""

@@ -6,7 +6,6 @@ datasets: reductions are numpy's bit for bit (sums too: ooc reads the selection 
 order numpy iterates it), `apply -o` writes numpy's values in numpy's shape, axis
 reductions and eval take selections, and bad selections are one line, exit 2, nothing
 written."""
-import json
 import os
 import sys
 import unittest
@@ -15,7 +14,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import TempDir, numpy_or_error, run, run_json, same_bits, same_scalar, sample, thin  # noqa: E402
+from ooctest import TempDir, loads, numpy_or_error, run, run_json, same_bits, same_scalar, sample, thin  # noqa: E402
 
 TILE = ["--tile-bytes", "64K"]  # many tiles even for small selections
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "min": np.min, "max": np.max, "argmax": np.argmax,
@@ -62,7 +61,7 @@ class SelectionTest(unittest.TestCase):
                 self.assertEqual(proc.returncode, 1, (spec, op, proc.stderr))
                 continue
             self.assertEqual(proc.returncode, 0, (spec, op, proc.stderr))
-            got = json.loads(proc.stdout)["value"]
+            got = loads(proc.stdout)["value"]
             if exact or op != "sum":
                 self.assertTrue(same_scalar(got, want), (spec, op, got, want))
             else:

@@ -1008,8 +1008,9 @@ class RepeatedSignalTest(CliCase):
                 if os.path.exists(journal):
                     self.assertIn("run the same command again to finish it", err)
                     del a
-                    rc2, _, err2 = run_oocrun(args, self.dir)
-                    self.assertEqual(rc2, 0, err2)
+                    rc2, out2, err2 = run_oocrun(args + ["--json"], self.dir)
+                    self.assertEqual((rc2, err2), (0, ""), "resumed with --json: no note on stderr")
+                    self.assertIs(strict_json(out2)["resumed"], True)  # the note is in the object
                     self.assertFalse(os.path.exists(journal))
                     self.assertTrue((np.load(self.path(src), mmap_mode="r") == 1).all(), "not exactly once")
                 else:

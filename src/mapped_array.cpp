@@ -323,16 +323,18 @@ namespace {
 
 // A selection whose brackets do not pair up ('x.npy[:, [2, 5]') is a usage error naming
 // the bracket, not a file of that name that does not exist. A text is taken for a
-// selection from its first '[' that follows an existing file, or, when none does, from
-// its first '[' if it ends in ']'. (An HDF5 dataset, file.h5:/x, counts as a file.)
+// selection from its first '[' that follows an existing file, a name ending in .npy or an
+// HDF5 dataset (file.h5:/x), or, when none does, from its first '[' if it ends in ']'.
 void refuse_unbalanced_brackets(const std::string& path) {
   std::size_t start = std::string::npos;
   std::error_code ec;
-  for (std::size_t i = path.find('['); i != std::string::npos; i = path.find('[', i + 1))
-    if (i > 0 && (std::filesystem::exists(path.substr(0, i), ec) || hdf5::split(path.substr(0, i)))) {
+  for (std::size_t i = path.find('['); i != std::string::npos; i = path.find('[', i + 1)) {
+    const std::string before = path.substr(0, i);
+    if (i > 0 && (before.ends_with(".npy") || std::filesystem::exists(before, ec) || hdf5::split(before))) {
       start = i;
       break;
     }
+  }
   if (start == std::string::npos && !path.empty() && path.back() == ']') start = path.find('[');
   if (start == std::string::npos) return;
   const std::string array = path.substr(0, start);

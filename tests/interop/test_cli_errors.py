@@ -606,12 +606,18 @@ class UsageErrorTest(CliCase):
         cases = [("m.npy[:, [2, 5]", "the '[' at column 1 is never closed"),
                  ("m.npy[1]]", "the ']' at column 4 closes no '['"),
                  ("m.npy[[1, 2]", "the '[' at column 1 is never closed"),
-                 ("m.npy[:, [2, 5", "the '[' at column 1 is never closed")]
+                 ("m.npy[:, [2, 5", "the '[' at column 1 is never closed"),
+                 ("m.npy[[0, 1]]]", "the ']' at column 9 closes no '['")]
         for spec, words in cases:
             for args in (["info", spec], ["reduce", "sum", spec], ["apply", "add-one", spec, "-o", "out.npy"],
                          ["eval", "a * 2", f"a={spec}"]):
                 with self.subTest(args=args):
                     self.usage(*args, names=["m.npy"], words=["unbalanced brackets", words])
+
+    def test_unbalanced_brackets_are_named_before_a_missing_file_is(self):
+        for spec in ("missing.npy[:, [2", "missing.h5:/x[1]]"):
+            with self.subTest(spec=spec):
+                self.usage("reduce", "sum", spec, names=[spec.split("[")[0]], words=["unbalanced brackets"])
 
     def test_an_empty_selection_is_a_usage_error_as_pythons_x_brackets_is_a_syntax_error(self):
         for spec in (f"{self.good}[]", f"{self.good}[ ]"):

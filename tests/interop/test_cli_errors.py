@@ -30,7 +30,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import mount_small_tmpfs  # noqa: E402
+from ooctest import SANITIZED, mount_small_tmpfs, thin  # noqa: E402
 
 RUN_TIMEOUT = 60      # seconds; every case here takes milliseconds
 HANG_TIMEOUT = 3      # for inputs that could block open() (a FIFO)
@@ -395,7 +395,7 @@ class NpyDescrTest(CliCase):
 
     def test_every_spelling_numpy_reads_is_read_as_numpy_reads_it(self):
         seen = set()
-        for i, descr in enumerate(DESCR_SPELLINGS):
+        for i, descr in enumerate(thin(DESCR_SPELLINGS)):  # every fifth under ASan
             with self.subTest(descr=descr):
                 name = self.write(f"d{i}.npy", descr)
                 try:
@@ -414,7 +414,8 @@ class NpyDescrTest(CliCase):
                     for args in (["info", name], ["reduce", "sum", name]):
                         line = self.assert_clean_failure(args, 1, names=[name])
                         self.assertRegex(line.lower(), "dtype|object|header")
-        self.assertEqual(seen, SUPPORTED_DESCRS)
+        if not SANITIZED:
+            self.assertEqual(seen, SUPPORTED_DESCRS)
 
 
 class ZeroDimensionOverflowTest(CliCase):

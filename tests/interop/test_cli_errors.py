@@ -1242,6 +1242,17 @@ class JsonOutputTest(CliCase):
                             os.remove(self.path(out))
                     self.assertIsInstance(self.run_json(*args, progress=progress), dict)
 
+    def test_jq_reads_it(self):
+        if not shutil.which("jq"):
+            self.skipTest("jq is not installed")
+        for args in (["reduce", "sum", "cols.npy", "--axis", "0"], ["eval", "a / b", "a=one.npy", "b=zero.npy"]):
+            with self.subTest(args=args):
+                rc, out, err = run_oocrun([*args, "--json"], self.dir)
+                self.assertEqual(rc, 0, err)
+                jq = subprocess.run(["jq", "-c", ".value"], input=out, capture_output=True, text=True)
+                self.assertEqual(jq.returncode, 0, jq.stderr)
+                self.assertIn('"Infinity"', jq.stdout)
+
     def test_a_resumed_in_place_run_says_so_in_its_json(self):
         np.save(self.path("r.npy"), np.zeros(4))
         self.assertEqual(self.run_json("apply", "add-one", "r.npy", "--in-place")["resumed"], False)

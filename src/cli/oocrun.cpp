@@ -31,6 +31,9 @@ namespace {
 
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
+constexpr const char* kJsonHelp =
+    "print one JSON object (RFC 8259: NaN, inf, -inf as the strings \"NaN\", \"Infinity\", \"-Infinity\"); "
+    "stderr then carries errors only";
 
 struct Common {
   int threads = 0;
@@ -743,7 +746,7 @@ int main(int argc, char** argv) {
 
   CLI::App* info = app.add_subcommand("info", "print an array's dtype, shape and layout");
   info->add_option("ARRAY", path, "path.npy, file.h5 or file.h5:/dataset")->required();
-  info->add_flag("--json", json, "print one JSON object");
+  info->add_flag("--json", json, kJsonHelp);
 
   CLI::App* apply = app.add_subcommand("apply",
       "apply an elementwise operation: add:C sub:C mul:C div:C pow:C neg abs sqrt exp log log1p sin cos tanh "
@@ -757,7 +760,7 @@ int main(int argc, char** argv) {
                   "with --in-place: keep no crash journal (faster; a run stopped half way leaves ARRAY partly "
                   "rewritten, as numpy's a += 1 would)")
       ->needs(in_place_flag);
-  apply->add_flag("--json", json, "print one JSON object describing the result");
+  apply->add_flag("--json", json, kJsonHelp);
   apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   ReduceArgs reduce_args;
@@ -767,7 +770,7 @@ int main(int argc, char** argv) {
       "nanmin nanmax norm histogram");
   reduce->add_option("OP", op, "reduction")->required();
   reduce->add_option("ARRAY", path, "path.npy or file.h5:/dataset")->required();
-  reduce->add_flag("--json", json, "print one JSON object");
+  reduce->add_flag("--json", json, kJsonHelp);
   reduce->add_option("--ddof", reduce_args.ddof, "var, std: delta degrees of freedom (default 0)");
   reduce->add_option("--bins", reduce_args.bins, "histogram: number of equal bins (default 10)");
   reduce->add_option("--range", reduce_args.range, "histogram: LO:HI (default: the data's min and max)");
@@ -781,7 +784,7 @@ int main(int argc, char** argv) {
   eval->add_option("EXPR", expr, "expression, e.g. \"2*a + sqrt(b)\" or \"sum(a*b)\"")->required();
   eval->add_option("NAME=ARRAY", bound, "the arrays the names stand for");
   eval->add_option("-o,--output", out_path, "write the result to path.npy or file.h5:/dataset");
-  eval->add_flag("--json", json, "print one JSON object");
+  eval->add_flag("--json", json, kJsonHelp);
   eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();

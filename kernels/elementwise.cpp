@@ -539,7 +539,10 @@ void ElementwiseOp::apply(const MappedArray& in, MappedArray& out, const Pipelin
       throw UsageError(in.path(), e.problem());
     }
   }
-  if (!can_cast_same_kind(compute, out.dtype()))
+  // cast:T stores astype(T) back as numpy's `a[...] = a.astype(T)` does, which casts
+  // unsafely (any numeric dtype to any other); a ufunc's result must pass same_kind, as
+  // for numpy's `np.OP(a, C, out=a)` and `a OP= C`.
+  if (!cast_ && !can_cast_same_kind(compute, out.dtype()))
     throw UsageError(out.path(), "cannot store the " + compute.name() + " result of " + spec_ + " in a " +
                                      out.dtype().name() + " array (numpy's same_kind rule)");
   visit_dtype(compute, [&]<class C>(std::type_identity<C>) {

@@ -120,7 +120,8 @@ class ElementwiseOp {
   DType result_dtype(DType input, int ndim = 1) const;
   /// out = OP(in), computed in numpy's loop dtype and stored in out's dtype, which must
   /// be reachable by numpy's same_kind casting (so in place works exactly when numpy's
-  /// `np.OP(a, out=a)` does). `out` may be `in` when mapped read-write.
+  /// `np.OP(a, out=a)` does); cast:DTYPE is stored whatever out's dtype, as numpy's
+  /// `a[...] = a.astype(DTYPE)` casts. `out` may be `in` when mapped read-write.
   void apply(const MappedArray& in, MappedArray& out, const PipelineOptions& options = {}) const;
 
  private:

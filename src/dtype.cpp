@@ -91,7 +91,7 @@ DType DType::from_name(std::string_view name) {
 DType DType::from_numpy(std::string_view text) {
   // numpy's other names and its one-letter codes for the dtypes ooc handles (np.dtype(...)
   // on x86-64 Linux: int is int64, intc int32, long double and complex are not handled).
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 36> kAliases{{
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 40> kAliases{{
       {"float", "f8"},  {"double", "f8"},   {"float_", "f8"},  {"single", "f4"},    {"half", "f2"},
       {"int", "i8"},    {"int_", "i8"},     {"intp", "i8"},    {"int0", "i8"},      {"longlong", "i8"},
       {"intc", "i4"},   {"short", "i2"},    {"byte", "i1"},    {"uint", "u8"},      {"uintp", "u8"},
@@ -99,7 +99,7 @@ DType DType::from_numpy(std::string_view text) {
       {"bool_", "b1"},  {"?", "b1"},        {"e", "f2"},       {"f", "f4"},         {"d", "f8"},
       {"b", "i1"},      {"h", "i2"},        {"i", "i4"},       {"l", "i8"},         {"q", "i8"},
       {"p", "i8"},      {"B", "u1"},        {"H", "u2"},       {"I", "u4"},         {"L", "u8"},
-      {"Q", "u8"},
+      {"Q", "u8"},      {"P", "u8"},        {"long", "i8"},    {"ulong", "u8"},     {"bool8", "b1"},
   }};
   // A one-letter code may carry a byte order, as in '>d' or '<H'; a name may not.
   const bool ordered_code = text.size() == 2 && std::string_view("<>=|").find(text[0]) != std::string_view::npos;

@@ -321,12 +321,50 @@ void MappedArray::Impl::open(const std::string& name, Access access) {
 
 namespace {
 
+// A selection whose brackets do not pair up ('x.npy[:, [2, 5]') is a usage error naming
+// the bracket, not a file of that name that does not exist. A text is taken for a
+// selection from its first '[' that follows an existing file, a name ending in .npy or an
+// HDF5 dataset (file.h5:/x), or, when none does, from its first '[' if it ends in ']'.
+void refuse_unbalanced_brackets(const std::string& path) {
+  std::size_t start = std::string::npos;
+  std::error_code ec;
+  for (std::size_t i = path.find('['); i != std::string::npos; i = path.find('[', i + 1)) {
+    const std::string before = path.substr(0, i);
+    if (i > 0 && (before.ends_with(".npy") || std::filesystem::exists(before, ec) || hdf5::split(before))) {
+      start = i;
+      break;
+    }
+  }
+  if (start == std::string::npos && !path.empty() && path.back() == ']') start = path.find('[');
+  if (start == std::string::npos) return;
+  const std::string array = path.substr(0, start);
+  const std::string text = path.substr(start);
+  std::vector<std::size_t> open;  // columns (1-based, in text) of the '[' not yet closed
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '[') {
+      open.push_back(i + 1);
+    } else if (text[i] == ']') {
+      if (open.empty())
+        throw UsageError(array, "selection " + text + ": unbalanced brackets: the ']' at column " +
+                                    std::to_string(i + 1) + " closes no '['");
+      open.pop_back();
+    }
+  }
+  if (!open.empty())
+    throw UsageError(array, "selection " + text + ": unbalanced brackets: the '[' at column " +
+                                std::to_string(open.front()) + " is never closed");
+}
+
 // "x.npy[::5, 3]": the array and the selection, unless a file of that very name exists.
 std::optional<std::pair<std::string, std::string>> selection_of(const std::string& path) {
-  auto split = split_selection(path);
-  if (!split) return std::nullopt;
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) return std::nullopt;
+  refuse_unbalanced_brackets(path);
+  auto split = split_selection(path);
+  if (!split) return std::nullopt;
+  if (split->second.find_first_not_of(" \t\n\r\f\v") == std::string::npos)  // Python's x[] does not parse
+    throw UsageError(split->first, "selection [" + split->second + "]: an empty selection is not one numpy "
+                                   "reads (x[] is a syntax error); name the whole array as " + split->first);
   return split;
 }
 

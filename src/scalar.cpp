@@ -77,8 +77,9 @@ std::string Scalar::to_json() const {
     case Kind::signed_int: return std::to_string(i_);
     case Kind::unsigned_int: return std::to_string(u_);
     case Kind::floating: default:
-      if (std::isnan(d_)) return "NaN";
-      if (std::isinf(d_)) return d_ > 0 ? "Infinity" : "-Infinity";
+      // JSON has no number for these: strings, which Python's float() reads back.
+      if (std::isnan(d_)) return "\"NaN\"";
+      if (std::isinf(d_)) return d_ > 0 ? "\"Infinity\"" : "\"-Infinity\"";
       return format_float(d_, dtype_.itemsize());
   }
 }

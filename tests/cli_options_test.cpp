@@ -1,6 +1,7 @@
 // Tests for src/cli/options.hpp and src/cli/options.cpp: the pieces of oocrun's command
 // line that are worth testing on their own.
 
+#include "cli/json.hpp"
 #include "cli/options.hpp"
 
 #include <doctest/doctest.h>
@@ -128,6 +129,40 @@ TEST_CASE("printable ASCII, DEL and UTF-8 bytes pass through unchanged") {
   CHECK(json_string("~ /{}[]:,'") == "\"~ /{}[]:,'\"");
   CHECK(json_string("\x7f") == "\"\x7f\"");
   CHECK(json_string("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
+}
+
+TEST_CASE("bytes that are not UTF-8 become \\udcXX, so the JSON stays UTF-8 and loses no byte") {
+  CHECK(json_string("caf\xe9.npy") == R"("caf\udce9.npy")");           // Latin-1
+  CHECK(json_string("\xc3") == R"("\udcc3")");                         // cut short
+  CHECK(json_string("\xc0\xaf") == R"("\udcc0\udcaf")");               // overlong '/'
+  CHECK(json_string("\xed\xa0\x80") == R"("\udced\udca0\udc80")");    // a surrogate
+  CHECK(json_string("\xf4\x90\x80\x80") == R"("\udcf4\udc90\udc80\udc80")");  // past U+10FFFF
+  CHECK(json_string("\xf0\x9f\x98\x80") == "\"\xf0\x9f\x98\x80\"");  // U+1F600 passes
+}
+
+// ---- Json -----------------------------------------------------------------------------------
+
+TEST_CASE("the writer puts commas between members and elements, as json.dumps does") {
+  ooc::cli::Json j;
+  j.begin_object().member("op", "sum").member("n", std::int64_t{-3}).member("ok", true);
+  j.key("shape").begin_array().integer(2).integer(3).end_array();
+  j.key("nested").begin_array().begin_array().end_array().begin_array().integer(1).end_array().end_array();
+  j.key("none").null().member("u", std::uint64_t{18446744073709551615u});
+  j.end_object();
+  CHECK(j.text() == R"({"op": "sum", "n": -3, "ok": true, "shape": [2, 3], "nested": [[], [1]], "none": null, )"
+                    R"("u": 18446744073709551615})");
+}
+
+TEST_CASE("non-finite floats are the strings NaN, Infinity, -Infinity; finite ones the shortest text") {
+  const double inf = std::numeric_limits<double>::infinity();
+  ooc::cli::Json j;
+  j.begin_array().number(std::numeric_limits<double>::quiet_NaN()).number(inf).number(-inf).number(0.1);
+  j.scalar(ooc::Scalar::of(0.1f)).scalar(ooc::Scalar::of(-std::numeric_limits<float>::infinity()));
+  j.scalar(ooc::Scalar::of(std::int8_t{-1})).scalar(ooc::Scalar::of(true)).end_array();
+  CHECK(j.text() == R"(["NaN", "Infinity", "-Infinity", 0.1, 0.1, "-Infinity", -1, true])");
+  CHECK(ooc::cli::json_float(std::numeric_limits<double>::quiet_NaN(), 2) == R"("NaN")");
+  CHECK(ooc::cli::json_float(0.1, 4) == "0.1");
+  CHECK(ooc::cli::json_float(1e300, 4) == R"("Infinity")");  // rounded to the float's size first
 }
 
 // ---- rate_text ------------------------------------------------------------------------------

@@ -247,7 +247,8 @@ TEST_CASE("from_numpy reads what np.dtype reads for the dtypes ooc handles") {
       {"byte", "|i1"},  {"ubyte", "|u1"}, {"short", "<i2"},  {"uint", "<u8"},  {"bool_", "|b1"},  {"b", "|i1"},
       {"B", "|u1"},     {"?", "|b1"},     {"e", "<f2"},      {"d", "<f8"},     {"L", "<u8"},      {"float32", "<f4"},
       {"bool", "|b1"},  {"<u2", "<u2"},   {">f4", ">f4"},    {"i8", "<i8"},    {">d", ">f8"},     {"=H", "<u2"},
-      {"|f", "<f4"},    {">b", "|i1"},    {">?", "|b1"},     {"<L", "<u8"},    {">e", ">f2"}};
+      {"|f", "<f4"},    {">b", "|i1"},    {">?", "|b1"},     {"<L", "<u8"},    {">e", ">f2"},
+      {"long", "<i8"},  {"ulong", "<u8"}, {"bool8", "|b1"},  {"P", "<u8"},     {">P", ">u8"}};
   for (const auto& c : cases) {  // not a structured binding: clang cannot capture one in CAPTURE
     CAPTURE(c.first);
     CHECK(DType::from_numpy(c.first).descr() == c.second);

@@ -34,8 +34,9 @@ class Scalar {
     }
   }
 
-  /// JSON text: exact integers, true/false, shortest round-trip floats, and
-  /// NaN/Infinity/-Infinity as Python's json module writes and reads them.
+  /// JSON text (RFC 8259, which has no NaN or Infinity): exact integers, true/false,
+  /// shortest round-trip floats, and the strings "NaN", "Infinity", "-Infinity" for the
+  /// non-finite floats (Python's float() reads them back).
   std::string to_json() const;
   /// Text as numpy prints the scalar (str()): "3", "2.5", "nan", "True".
   std::string to_string() const;

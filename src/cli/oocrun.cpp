@@ -1,7 +1,9 @@
 // oocrun: argument parsing and dispatch, nothing else.
 
 #include "cli/job.hpp"
+#include "cli/json.hpp"
 #include "cli/options.hpp"
+#include "format/hdf5.hpp"
 #include "ooc/ooc.hpp"
 
 #include <CLI/CLI.hpp>
@@ -29,6 +31,9 @@ namespace {
 
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
+constexpr const char* kJsonHelp =
+    "print one JSON object (RFC 8259: NaN, inf, -inf as the strings \"NaN\", \"Infinity\", \"-Infinity\"); "
+    "stderr then carries errors only";
 
 struct Common {
   int threads = 0;
@@ -38,6 +43,7 @@ struct Common {
   bool quiet = false;
   bool verbose = false;
   bool overwrite = false;
+  bool json = false;  // --json: stdout has the one JSON object, stderr only errors (and --progress)
   std::string io_mode = "auto";
 };
 
@@ -48,8 +54,10 @@ std::string one_line(std::string text) {
   return text;
 }
 
+// A summary or note on stderr: not with --quiet, nor with --json, whose object carries
+// what a reader needs (stderr then holds errors alone, and --progress where asked).
 void report(const Common& common, const std::string& line) {
-  if (!common.quiet) std::cerr << "oocrun: " << line << "\n";
+  if (!common.quiet && !common.json) std::cerr << "oocrun: " << line << "\n";
 }
 
 // --verbose: how an input is read (a selection's runs, spans and page advice).
@@ -156,9 +164,16 @@ ProgressReporter g_progress;
 // Said after an error line: how to finish an in-place run the error interrupted.
 std::string g_resume_note;
 
+// What a cancelled run names in its one line ("OUT: SIGINT: cancelled after ..."), and
+// what it says after that ("; no output written", or how to finish an in-place run).
+std::string g_subject;
+std::string g_cancel_note;
+
 // Ctrl-C, SIGTERM and SIGHUP cancel the run: the pipeline stops at the next tile, an
-// uncommitted output's temporary file is removed, and oocrun exits 128 + the signal.
-// A second signal exits at once.
+// uncommitted output's temporary file is removed, and oocrun exits 128 + the first
+// signal. Every further signal, however soon, only asks again: exiting at once would
+// leave the temporary behind (or, in place, a journal where the run had written
+// nothing, or an HDF5 file mid-update), and the cancel takes effect within a tile.
 std::atomic<bool> g_cancel{false};
 std::atomic<int> g_signal{0};
 
@@ -173,10 +188,27 @@ void start_signal_watch() {
     while (true) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
-      if (g_signal.exchange(sig) != 0) _exit(128 + sig);
+      int none = 0;
+      g_signal.compare_exchange_strong(none, sig);  // the first signal names the exit
       g_cancel = true;
     }
   }).detach();
+}
+
+// What -o may name (apply, reduce --axis, eval): a .npy file or an HDF5 dataset. Anything
+// else is refused before anything is opened or created, rather than written as a .npy
+// under that name (`-o Z.txt`, `-o -`) or through a link to a device or pipe
+// (`-o /dev/stdout`): oocrun writes arrays to files, never to a stream.
+void check_output_name(const std::string& out) {
+  if (out.size() >= 4 && out.ends_with(".npy")) return;
+  if (ooc::hdf5::split(out)) return;
+  throw ooc::UsageError(out, "an output is a .npy file (out.npy) or an HDF5 dataset (file.h5:/dataset)");
+}
+
+// A signal that came after the last tile still cancels a new output: it is not put in
+// place. (Across MPI ranks, commit's agreement is where every rank learns of a cancel.)
+void stop_if_cancelled(const ooc::cli::Job& job) {
+  if (g_cancel && !job.spans_ranks()) throw ooc::Cancelled("", "cancelled");
 }
 
 // A selection's tiles are sized by the bytes of its source they span
@@ -202,39 +234,34 @@ ooc::PipelineOptions pipeline_options(const Common& common) {
   return options;
 }
 
-std::string shape_json(const ooc::Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
+void shape_json(ooc::cli::Json& j, const ooc::Shape& shape) {
+  j.begin_array();
+  for (std::int64_t n : shape) j.integer(n);
+  j.end_array();
 }
 
-std::string strings_json(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + ooc::cli::json_string(items[i]);
-  return out + "]";
-}
-
-std::string entry_json(const ooc::ArrayEntry& e) {
+void entry_json(ooc::cli::Json& j, const ooc::ArrayEntry& e) {
   const ooc::ArrayInfo& info = e.info;
-  std::ostringstream out;
-  out << "{\"path\": " << ooc::cli::json_string(e.path) << ", \"format\": \"" << info.format << "\"";
-  if (!info.format_version.empty()) out << ", \"format_version\": \"" << info.format_version << "\"";
+  j.begin_object().member("path", e.path).member("format", info.format);
+  if (!info.format_version.empty()) j.member("format_version", info.format_version);
+  if (e.supported) {
+    j.member("dtype", info.dtype.descr()).member("dtype_name", info.dtype.name());
+  } else {
+    j.key("dtype").null().member("type", e.type);
+  }
+  j.key("shape");
+  shape_json(j, info.shape);
+  j.member("order", info.order == ooc::Order::c ? "C" : "F").member("fortran_order", info.order == ooc::Order::fortran);
   if (e.supported)
-    out << ", \"dtype\": \"" << info.dtype.descr() << "\", \"dtype_name\": \"" << info.dtype.name() << "\"";
-  else
-    out << ", \"dtype\": null, \"type\": " << ooc::cli::json_string(e.type);
-  out << ", \"shape\": " << shape_json(info.shape) << ", \"order\": \"" << (info.order == ooc::Order::c ? "C" : "F")
-      << "\", \"fortran_order\": " << (info.order == ooc::Order::fortran ? "true" : "false");
-  if (e.supported)
-    out << ", \"itemsize\": " << info.dtype.itemsize() << ", \"size\": " << info.size() << ", \"nbytes\": "
-        << info.nbytes();
-  out << ", \"data_offset\": " << info.data_offset;
-  if (info.format == "hdf5")
-    out << ", \"layout\": \"" << e.layout << "\", \"filters\": " << strings_json(e.filters)
-        << ", \"readable\": " << (e.readable ? "true" : "false") << ", \"mappable\": "
-        << (e.mappable ? "true" : "false") << ", \"why_not_mappable\": "
-        << ooc::cli::json_string(e.why_not_mappable);
-  return out.str() + "}";
+    j.member("itemsize", e.info.dtype.itemsize()).member("size", info.size()).member("nbytes", info.nbytes());
+  j.member("data_offset", static_cast<std::uint64_t>(info.data_offset));
+  if (info.format == "hdf5") {
+    j.member("layout", e.layout).key("filters").begin_array();
+    for (const std::string& f : e.filters) j.string(f);
+    j.end_array().member("readable", e.readable).member("mappable", e.mappable);
+    j.member("why_not_mappable", e.why_not_mappable);
+  }
+  j.end_object();
 }
 
 std::string entry_text(const ooc::ArrayEntry& e) {
@@ -257,14 +284,19 @@ std::string entry_text(const ooc::ArrayEntry& e) {
 }
 
 int run_info(const std::string& path, bool json) {
+  g_subject = path;
   const std::vector<ooc::ArrayEntry> entries = ooc::describe(path);
   const bool whole_hdf5_file = entries.empty() || entries.front().path != path;
   if (json && whole_hdf5_file) {
-    std::cout << "{\"path\": " << ooc::cli::json_string(path) << ", \"format\": \"hdf5\", \"datasets\": [";
-    for (std::size_t i = 0; i < entries.size(); ++i) std::cout << (i ? ", " : "") << entry_json(entries[i]);
-    std::cout << "]}\n";
+    ooc::cli::Json j;
+    j.begin_object().member("path", path).member("format", "hdf5").key("datasets").begin_array();
+    for (const ooc::ArrayEntry& e : entries) entry_json(j, e);
+    j.end_array().end_object();
+    std::cout << j.text() << "\n";
   } else if (json) {
-    std::cout << entry_json(entries.front()) << "\n";
+    ooc::cli::Json j;
+    entry_json(j, entries.front());
+    std::cout << j.text() << "\n";
   } else {
     if (whole_hdf5_file) std::cout << path << ": HDF5 file, " << entries.size() << " dataset(s)\n";
     for (const ooc::ArrayEntry& e : entries) std::cout << entry_text(e) << "\n";
@@ -274,9 +306,11 @@ int run_info(const std::string& path, bool json) {
 
 int run_apply(const ooc::cli::Job& job, const Common& common, const std::string& op_spec, const std::string& path,
               const std::string& out_path, bool in_place, bool no_journal, bool json) {
+  g_subject = path;
   const auto op = ooc::kernels::ElementwiseOp::parse(op_spec);
   ooc::PipelineOptions options = pipeline_options(common);
   const auto start = std::chrono::steady_clock::now();
+  bool resumed = false;
   std::string written;
   ooc::DType result_dtype = ooc::DType(ooc::Kind::floating, 8);
   std::uint64_t bytes = 0;
@@ -304,7 +338,8 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
         if (e.path() != ooc::journal_path(path) || std::filesystem::exists(e.path())) throw;
         throw ooc::Error(e.path(), e.problem() + " (--no-journal runs in place without one)");
       }
-      if (journal->resumed())
+      resumed = journal->resumed();
+      if (resumed)
         report(common, "resuming the interrupted in-place run on " + path + ": " +
                            std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +
                            " tiles were done");
@@ -315,12 +350,14 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
       job.apply(op, a, a, options);
       job.commit(a);
     } catch (...) {
+      // Set here, when the journal knows whether it was kept (g_cancel_note follows it).
       if (journal)
         g_resume_note = journal->kept() ? "; run the same command again to finish it (progress is kept in " +
                                               journal->path() + ")"
                                         : "; the array is unchanged";
       else if (no_journal)
         g_resume_note = "; the array may be partly rewritten (--no-journal: the run cannot be resumed)";
+      g_cancel_note = g_resume_note;
       throw;
     }
     if (journal) journal->finish();
@@ -336,10 +373,12 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
     ooc::check_not_in_place(a);
+    g_cancel_note = "; no output written";
     ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype(), a.ndim()), a, common.overwrite);
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
     job.apply(op, a, out, options);
+    stop_if_cancelled(job);
     job.commit(out);
     written = out_path;
     result_dtype = out.dtype();
@@ -348,10 +387,14 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
   }
   const double seconds = seconds_since(start);
   if (json) {
-    std::cout << "{\"op\": " << ooc::cli::json_string(op.spec()) << ", \"input\": " << ooc::cli::json_string(path)
-              << ", \"output\": " << ooc::cli::json_string(written) << ", \"in_place\": " << (in_place ? "true" : "false")
-              << ", \"dtype\": \"" << result_dtype.descr() << "\", \"shape\": " << shape_json(shape)
-              << ", \"bytes\": " << bytes << ", \"seconds\": " << seconds << "}\n";
+    ooc::cli::Json j;
+    j.begin_object().member("op", op.spec()).member("input", path).member("output", written);
+    j.member("in_place", in_place);
+    if (in_place) j.member("resumed", resumed);
+    j.member("dtype", result_dtype.descr()).key("shape");
+    shape_json(j, shape);
+    j.member("bytes", bytes).member("seconds", seconds).end_object();
+    std::cout << j.text() << "\n";
   }
   report(common, op.spec() + " " + path + " -> " + written + " (" + result_dtype.name() + "): " +
                      ooc::cli::rate_text(bytes, seconds));
@@ -370,7 +413,8 @@ struct ReduceArgs {
 constexpr std::int64_t kMaxPrintedElements = std::int64_t{1} << 20;
 
 // A result array as numpy's tolist() nests it (C order), from values in `order`.
-std::string nested_json(const std::byte* data, ooc::DType dtype, const ooc::Shape& shape, ooc::Order order) {
+void nested_json(ooc::cli::Json& j, const std::byte* data, ooc::DType dtype, const ooc::Shape& shape,
+                 ooc::Order order) {
   std::vector<std::int64_t> memory_stride(shape.size(), 1);  // elements between neighbours
   for (std::size_t k = 1; k < shape.size(); ++k) {
     if (order == ooc::Order::c) {
@@ -381,27 +425,39 @@ std::string nested_json(const std::byte* data, ooc::DType dtype, const ooc::Shap
     }
   }
   auto element = [&](std::int64_t at) {
-    return ooc::visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
+    ooc::visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
       T v;
       std::memcpy(static_cast<void*>(&v), data + at * dtype.itemsize(), sizeof v);
-      return ooc::Scalar::of(v).to_json();
+      j.scalar(ooc::Scalar::of(v));
     });
   };
-  std::string out;
   auto walk = [&](auto&& self, std::size_t axis, std::int64_t at) -> void {
     if (axis == shape.size()) {
-      out += element(at);
+      element(at);
       return;
     }
-    out += '[';
-    for (std::int64_t i = 0; i < shape[axis]; ++i) {
-      if (i) out += ", ";
-      self(self, axis + 1, at + i * memory_stride[axis]);
-    }
-    out += ']';
+    j.begin_array();
+    for (std::int64_t i = 0; i < shape[axis]; ++i) self(self, axis + 1, at + i * memory_stride[axis]);
+    j.end_array();
   };
   walk(walk, 0, 0);
-  return out;
+}
+
+// Numbers as JSON writes them, but the non-finite ones bare (NaN, Infinity,
+// -Infinity): what oocrun prints without --json, as it always has.
+std::string plain_text(std::string json) {
+  for (const char* word : {"\"NaN\"", "\"Infinity\"", "\"-Infinity\""}) {
+    const std::string quoted = word;
+    for (std::size_t at = json.find(quoted); at != std::string::npos; at = json.find(quoted, at))
+      json.replace(at, quoted.size(), quoted.substr(1, quoted.size() - 2));
+  }
+  return json;
+}
+
+std::string nested_text(const std::byte* data, ooc::DType dtype, const ooc::Shape& shape, ooc::Order order) {
+  ooc::cli::Json j;
+  nested_json(j, data, dtype, shape, order);
+  return plain_text(j.text());
 }
 
 ooc::kernels::ReduceOp parse_reduction(const std::string& name, const ReduceArgs& args) {
@@ -421,12 +477,6 @@ ooc::kernels::ReduceOp parse_reduction(const std::string& name, const ReduceArgs
   return ooc::kernels::ReduceOp::parse(name, params);
 }
 
-template <class Values, class Format>
-std::string json_list(const Values& values, Format format) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + format(values[i]);
-  return out + "]";
-}
 
 int run_reduce_axis(const ooc::cli::Job& job, const Common& common, const ooc::kernels::ReduceOp& op,
                     const ReduceArgs& args, const std::string& path, bool json) {
@@ -450,31 +500,35 @@ int run_reduce_axis(const ooc::cli::Job& job, const Common& common, const ooc::k
   g_progress.start(common.progress, a.dtype().itemsize());
   options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();
-  std::string value_json;
+  std::vector<std::byte> values;
   if (!args.output.empty()) {
     std::error_code ec;
     if (std::filesystem::equivalent(path, args.output, ec))
       throw ooc::UsageError(args.output, "output is the input file");
+    g_cancel_note = "; no output written";
     ooc::MappedArray out = ooc::create_array(args.output, dtype, shape, a.order(), common.overwrite);
     op.run_axis(a, axis, out.writable_bytes(), options);
+    stop_if_cancelled(job);
     out.commit();
   } else {
     if (count > kMaxPrintedElements)
       throw ooc::UsageError(path, "the result has " + std::to_string(count) +
                                       " elements; write it to a file with -o OUT.npy");
-    std::vector<std::byte> values(static_cast<std::size_t>(count) * static_cast<std::size_t>(dtype.itemsize()));
+    values.resize(static_cast<std::size_t>(count) * static_cast<std::size_t>(dtype.itemsize()));
     op.run_axis(a, axis, values, options);
-    value_json = nested_json(values.data(), dtype, shape, a.order());
   }
   const double seconds = seconds_since(start);
   if (json) {
-    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", \"axis\": " << axis << ", "
-              << (args.output.empty() ? "\"value\": " + value_json : "\"output\": " + ooc::cli::json_string(args.output))
-              << ", \"dtype\": \"" << dtype.name() << "\", \"shape\": " << shape_json(shape)
-              << ", \"path\": " << ooc::cli::json_string(path) << ", \"elements\": " << a.size()
-              << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds << "}\n";
+    ooc::cli::Json j;
+    j.begin_object().member("op", op.name()).member("axis", axis);
+    if (args.output.empty()) nested_json(j.key("value"), values.data(), dtype, shape, a.order());
+    else j.member("output", args.output);
+    j.member("dtype", dtype.name()).key("shape");
+    shape_json(j, shape);
+    j.member("path", path).member("elements", a.size()).member("bytes", a.nbytes()).member("seconds", seconds);
+    std::cout << j.end_object().text() << "\n";
   } else if (args.output.empty()) {
-    std::cout << value_json << "\n";
+    std::cout << nested_text(values.data(), dtype, shape, a.order()) << "\n";
   }
   report(common, op.name() + " along axis " + std::to_string(axis) + " of " + path + ": " +
                      ooc::cli::rate_text(a.nbytes(), seconds));
@@ -483,6 +537,7 @@ int run_reduce_axis(const ooc::cli::Job& job, const Common& common, const ooc::k
 
 int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string& op_name, const ReduceArgs& args,
                const std::string& path, bool json) {
+  g_subject = path;
   const auto op = parse_reduction(op_name, args);
   if (args.axis) return run_reduce_axis(job, common, op, args, path, json);
   if (!args.output.empty()) throw ooc::UsageError("", "reduce -o needs --axis (a full reduction is one value)");
@@ -494,39 +549,54 @@ int run_reduce(const ooc::cli::Job& job, const Common& common, const std::string
   g_progress.start(common.progress, a, options);
   options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();
-  std::string value_json, value_text, dtype_name;
+  ooc::cli::Json j;  // the object, its value members written as they come
+  j.begin_object().member("op", op.name());
+  std::string value_text, dtype_name;
   if (op.code() == ooc::kernels::ReduceOp::Code::histogram) {
     refuse_across_ranks(job, "histogram");
     const ooc::kernels::HistogramResult h = op.histogram(a, options);
-    const std::string counts = json_list(h.counts, [](std::int64_t c) { return std::to_string(c); });
-    const std::string edges = json_list(h.edges, [&](double e) {
-      return ooc::visit_dtype(h.edge_dtype, [&]<class E>(std::type_identity<E>) {
-        E rounded;
-        ooc::convert(ooc::dtype_of<double>, &e, ooc::dtype_of<E>, &rounded, 1);
-        return ooc::Scalar::of(rounded).to_json();
-      });
-    });
-    value_json = "\"counts\": " + counts + ", \"edges\": " + edges;
-    value_text = counts + "\n" + edges;
+    // Edges in their dtype (float64, or float16/32 for such data), as numpy gives them.
+    auto write_counts = [&](ooc::cli::Json& out) {
+      out.begin_array();
+      for (std::int64_t c : h.counts) out.integer(c);
+      out.end_array();
+    };
+    auto write_edges = [&](ooc::cli::Json& out) {
+      out.begin_array();
+      for (double e : h.edges)
+        ooc::visit_dtype(h.edge_dtype, [&]<class E>(std::type_identity<E>) {
+          E rounded;
+          ooc::convert(ooc::dtype_of<double>, &e, ooc::dtype_of<E>, &rounded, 1);
+          out.scalar(ooc::Scalar::of(rounded));
+        });
+      out.end_array();
+    };
+    j.member("counts", write_counts).member("edges", write_edges);
+    ooc::cli::Json counts, edges;
+    write_counts(counts);
+    write_edges(edges);
+    value_text = counts.text() + "\n" + plain_text(edges.text());
     dtype_name = h.edge_dtype.name();
   } else {
     const ooc::Scalar value = job.reduce(op, a, options);
-    value_json = "\"value\": " + value.to_json();
+    j.member("value", value);
     value_text = value.to_string();
     dtype_name = value.dtype().name();
   }
   const double seconds = seconds_since(start);
+  using Code = ooc::kernels::ReduceOp::Code;
+  const bool empty_is_nan = a.size() == 0 && (op.code() == Code::mean || op.code() == Code::nanmean ||
+                                              op.code() == Code::var || op.code() == Code::std);
+  const std::string warning = op.name() + " of an empty array is nan";  // numpy warns too
   if (json) {
-    std::cout << "{\"op\": " << ooc::cli::json_string(op.name()) << ", " << value_json << ", \"dtype\": \""
-              << dtype_name << "\", \"path\": " << ooc::cli::json_string(path) << ", \"elements\": " << a.size()
-              << ", \"bytes\": " << a.nbytes() << ", \"seconds\": " << seconds << "}\n";
+    j.member("dtype", dtype_name).member("path", path).member("elements", a.size()).member("bytes", a.nbytes());
+    j.member("seconds", seconds);
+    if (empty_is_nan) j.member("warning", warning);
+    std::cout << j.end_object().text() << "\n";
   } else {
     std::cout << value_text << "\n";
   }
-  using Code = ooc::kernels::ReduceOp::Code;
-  if (a.size() == 0 && (op.code() == Code::mean || op.code() == Code::nanmean || op.code() == Code::var ||
-                        op.code() == Code::std))
-    report(common, path + ": warning: " + op.name() + " of an empty array is nan");
+  if (empty_is_nan) report(common, path + ": warning: " + warning);
   report(common, op.name() + " of " + path + ": " + ooc::cli::rate_text(a.nbytes(), seconds));
   return 0;
 }
@@ -564,7 +634,9 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
   g_progress.start(common.progress, expression.dtype().itemsize());
   options.on_progress = std::ref(g_progress);
   const auto start = std::chrono::steady_clock::now();
-  std::string value_json, value_text, dtype_name = expression.dtype().name();
+  std::string dtype_name = expression.dtype().name();
+  std::optional<ooc::Scalar> scalar;  // a reduction's value
+  std::vector<std::byte> values;      // or the result's, printed
   ooc::Shape shape = expression.shape();
   // An error that comes from the data (an integer to a negative power, max of nothing)
   // names the arrays it was computed from.
@@ -573,6 +645,8 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
     for (const ooc::MappedArray& a : arrays) names += (names.empty() ? "" : ", ") + a.path();
     return names;
   };
+  // A cancelled evaluation names its output, or the arrays it reads.
+  g_subject = out_path.empty() ? inputs() : out_path;
   if (expression.reduction() && !out_path.empty())
     throw ooc::UsageError(out_path, "eval: a reduction gives one value; drop -o");
   // The output is made before the evaluation: its errors are its own, not the inputs'.
@@ -583,26 +657,24 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
       if (std::filesystem::equivalent(a.path(), out_path, ec))
         throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
     }
+    g_cancel_note = "; no output written";
     out.emplace(ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite));
   }
   try {
     if (expression.reduction()) {
-      const ooc::Scalar value = expression.reduce(options);
-      value_json = value.to_json();
-      value_text = value.to_string();
-      dtype_name = value.dtype().name();
+      scalar = expression.reduce(options);
+      dtype_name = scalar->dtype().name();
       shape = {};
     } else if (out) {
       expression.evaluate(*out, options);
+      stop_if_cancelled(job);
       out->commit();
     } else {
       const std::int64_t count = *ooc::element_count(expression.shape());
       if (count > kMaxPrintedElements)
         throw ooc::UsageError("", "eval: the result has " + std::to_string(count) +
                                       " elements; write it to a file with -o OUT.npy");
-      const std::vector<std::byte> values = expression.evaluate(options);
-      value_json = nested_json(values.data(), expression.dtype(), expression.shape(), expression.order());
-      value_text = value_json;
+      values = expression.evaluate(options);
     }
   } catch (const ooc::UsageError&) {
     throw;
@@ -619,12 +691,18 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
   }
   const double seconds = seconds_since(start);
   if (json) {
-    std::cout << "{\"expr\": " << ooc::cli::json_string(expr) << ", "
-              << (out_path.empty() ? "\"value\": " + value_json : "\"output\": " + ooc::cli::json_string(out_path))
-              << ", \"dtype\": \"" << dtype_name << "\", \"shape\": " << shape_json(shape)
-              << ", \"seconds\": " << seconds << "}\n";
+    ooc::cli::Json j;
+    j.begin_object().member("expr", expr);
+    if (scalar) j.member("value", *scalar);
+    else if (out_path.empty()) nested_json(j.key("value"), values.data(), expression.dtype(), shape, expression.order());
+    else j.member("output", out_path);
+    j.member("dtype", dtype_name).key("shape");
+    shape_json(j, shape);
+    std::cout << j.member("seconds", seconds).end_object().text() << "\n";
+  } else if (scalar) {
+    std::cout << scalar->to_string() << "\n";
   } else if (out_path.empty()) {
-    std::cout << value_text << "\n";
+    std::cout << nested_text(values.data(), expression.dtype(), shape, expression.order()) << "\n";
   }
   report(common, "eval " + expr + ": " + std::to_string(seconds) + " s");
   return 0;
@@ -668,7 +746,7 @@ int main(int argc, char** argv) {
 
   CLI::App* info = app.add_subcommand("info", "print an array's dtype, shape and layout");
   info->add_option("ARRAY", path, "path.npy, file.h5 or file.h5:/dataset")->required();
-  info->add_flag("--json", json, "print one JSON object");
+  info->add_flag("--json", json, kJsonHelp);
 
   CLI::App* apply = app.add_subcommand("apply",
       "apply an elementwise operation: add:C sub:C mul:C div:C pow:C neg abs sqrt exp log log1p sin cos tanh "
@@ -682,7 +760,7 @@ int main(int argc, char** argv) {
                   "with --in-place: keep no crash journal (faster; a run stopped half way leaves ARRAY partly "
                   "rewritten, as numpy's a += 1 would)")
       ->needs(in_place_flag);
-  apply->add_flag("--json", json, "print one JSON object describing the result");
+  apply->add_flag("--json", json, kJsonHelp);
   apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   ReduceArgs reduce_args;
@@ -692,7 +770,7 @@ int main(int argc, char** argv) {
       "nanmin nanmax norm histogram");
   reduce->add_option("OP", op, "reduction")->required();
   reduce->add_option("ARRAY", path, "path.npy or file.h5:/dataset")->required();
-  reduce->add_flag("--json", json, "print one JSON object");
+  reduce->add_flag("--json", json, kJsonHelp);
   reduce->add_option("--ddof", reduce_args.ddof, "var, std: delta degrees of freedom (default 0)");
   reduce->add_option("--bins", reduce_args.bins, "histogram: number of equal bins (default 10)");
   reduce->add_option("--range", reduce_args.range, "histogram: LO:HI (default: the data's min and max)");
@@ -706,7 +784,7 @@ int main(int argc, char** argv) {
   eval->add_option("EXPR", expr, "expression, e.g. \"2*a + sqrt(b)\" or \"sum(a*b)\"")->required();
   eval->add_option("NAME=ARRAY", bound, "the arrays the names stand for");
   eval->add_option("-o,--output", out_path, "write the result to path.npy or file.h5:/dataset");
-  eval->add_flag("--json", json, "print one JSON object");
+  eval->add_flag("--json", json, kJsonHelp);
   eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
@@ -757,7 +835,10 @@ int main(int argc, char** argv) {
   }
 
   if (!job->prints()) common.progress = false;
+  common.json = json;
   try {
+    for (const std::string& out : {out_path, reduce_args.output})
+      if (!out.empty()) check_output_name(out);
     if (info->parsed()) return run_info(path, json);
     if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, no_journal, json);
     if (eval->parsed()) return run_eval(*job, common, expr, bound, out_path, json);
@@ -766,8 +847,8 @@ int main(int argc, char** argv) {
     g_progress.end_line();
     const int sig = g_signal.load();
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
-    std::string what = path + ": " + name + ": cancelled after " + g_progress.done_text();
-    if (apply->parsed()) what += in_place ? g_resume_note : "; no output written";
+    std::string what = (g_subject.empty() ? std::string(eval->parsed() ? "eval" : "") : g_subject) + ": " + name +
+                       ": cancelled after " + g_progress.done_text() + g_cancel_note;
     std::cerr << "oocrun: " << one_line(what) << "\n";
     return 128 + sig;
   } catch (const ooc::UsageError& e) {

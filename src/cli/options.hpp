@@ -11,9 +11,6 @@ namespace ooc::cli {
 /// trailing "B" or "iB" is accepted). Throws std::invalid_argument.
 std::uint64_t parse_size(std::string_view text);
 
-/// A JSON string literal (quotes included) for `text`.
-std::string json_string(std::string_view text);
-
 /// "2.15 GB in 1.10 s (1.95 GB/s)": decimal gigabytes, as disk and memory vendors count.
 std::string rate_text(std::uint64_t bytes, double seconds);
 

@@ -43,7 +43,7 @@ class DictReader {
         if (peek() == '[') fail("structured dtypes are not supported");
         const std::string descr = read_string("a dtype string");
         try {
-          h.dtype = DType::parse(descr);
+          h.dtype = DType::from_numpy(descr);  // numpy's reader takes whatever np.dtype(descr) reads
         } catch (const std::invalid_argument& e) {
           throw FormatError(e.what());
         }

@@ -41,9 +41,45 @@ def run(*args, check=True, environment=None):
     return proc
 
 
+# oocrun's JSON is RFC 8259 JSON: JSON has no number for NaN and the infinities, so they
+# are the strings "NaN", "Infinity" and "-Infinity" (README, --json).
+NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _bare_constant(name):
+    raise ValueError(f"not RFC 8259 JSON: bare {name} (a non-finite number must be a string)")
+
+
+def strict_loads(text):
+    """json.loads refusing what strict parsers (jq, RFC 8259) refuse: bare NaN, Infinity, -Infinity."""
+    return json.loads(text, parse_constant=_bare_constant)
+
+
+def json_value(value):
+    """A JSON value with the strings "NaN", "Infinity", "-Infinity" read back as floats, in
+    nested lists too (a result array)."""
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    if isinstance(value, str):
+        if value not in NONFINITE:
+            raise AssertionError(f"a number was expected, got the string {value!r}")
+        return NONFINITE[value]
+    return value
+
+
+def loads(text):
+    """oocrun's --json object, parsed strictly, with its numbers ("value", "edges") as floats
+    where they are non-finite."""
+    obj = strict_loads(text)
+    for key in ("value", "edges"):
+        if isinstance(obj, dict) and key in obj:
+            obj[key] = json_value(obj[key])
+    return obj
+
+
 def run_json(*args, environment=None):
     proc = run(*args, "--json", "--quiet", environment=environment)
-    return json.loads(proc.stdout)
+    return loads(proc.stdout)
 
 
 def sample(dtype, shape, seed=0, nan=False):
@@ -77,6 +113,8 @@ def npy_bytes(array, version=None):
 def same_scalar(json_value, expected):
     """True if a JSON value is exactly numpy's scalar (NaN equals NaN)."""
     expected = np.asarray(expected)
+    if isinstance(json_value, str):  # "NaN", "Infinity", "-Infinity"
+        json_value = NONFINITE[json_value]
     got = np.asarray(json_value).astype(expected.dtype) if expected.dtype.kind != "b" else np.asarray(bool(json_value))
     if expected.dtype.kind == "f" and np.isnan(expected):
         return bool(np.isnan(got))

@@ -30,7 +30,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import mount_small_tmpfs  # noqa: E402
+from ooctest import SANITIZED, mount_small_tmpfs, thin  # noqa: E402
 
 RUN_TIMEOUT = 60      # seconds; every case here takes milliseconds
 HANG_TIMEOUT = 3      # for inputs that could block open() (a FIFO)
@@ -363,6 +363,65 @@ for _case in BAD_INPUTS:
         setattr(BadInputTest, f"test_{_case}__{_command}", make_bad_input_test(_case, _command))
 
 
+# Every way np.dtype spells the dtypes ooc reads (names, numpy's other names, one-letter
+# codes, descrs), with and without a byte order, and spellings numpy reads that ooc does
+# not support, or that numpy refuses.
+SUPPORTED_DESCRS = {"|b1", "|i1", "|u1", "<i2", "<i4", "<i8", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8",
+                    ">i2", ">i4", ">i8", ">u2", ">u4", ">u8", ">f2", ">f4", ">f8"}
+DESCR_SPELLINGS = (
+    [p + code for p in ("", "<", ">", "=", "|") for code in "?bBhHiIlLqQpPefd"]
+    + [p + f"{k}{n}" for p in ("", "<", ">", "=", "|") for k in "biuf" for n in (1, 2, 4, 8, 16)]
+    + ["bool", "bool_", "bool8", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+       "float16", "float32", "float64", "float", "double", "single", "half", "float_", "int", "int_", "intp",
+       "int0", "intc", "long", "longlong", "short", "byte", "uint", "uintp", "uint0", "uintc", "ulong",
+       "ulonglong", "ushort", "ubyte"]
+    # numpy reads these but ooc has no such dtype, or numpy refuses them
+    + ["O", "|O", "object", "c8", "<c16", "complex", "complex128", "U5", "<U5", "str", "S3", "|S3", "V8",
+       "M8[s]", "<m8[ns]", "g", "<f16", "longdouble", "float128", "<float32", ">bool", "Float64", "u", "f3",
+       "b0", "int128", "hello", "", " <f8", "f8 "])
+
+
+class NpyDescrTest(CliCase):
+    """A .npy header's descr is read as numpy's reader reads it (np.dtype(descr)): writers
+    other than numpy write 'float64', '<d', '?', ... Once 'float64' was an "unsupported
+    dtype"."""
+
+    def write(self, name, descr):
+        try:
+            dtype = np.dtype(descr)
+            data = np.arange(5).astype(dtype).tobytes() if dtype.kind in "biuf" else bytes(5 * dtype.itemsize)
+        except (TypeError, ValueError):
+            data = bytes(40)
+        with open(self.path(name), "wb") as f:
+            np.lib.format._write_array_header(f, {"descr": descr, "fortran_order": False, "shape": (5,)}, (1, 0))
+            f.write(data)
+        return name
+
+    def test_every_spelling_numpy_reads_is_read_as_numpy_reads_it(self):
+        seen = set()
+        for i, descr in enumerate(thin(DESCR_SPELLINGS)):  # every fifth under ASan
+            with self.subTest(descr=descr):
+                name = self.write(f"d{i}.npy", descr)
+                try:
+                    expected = np.load(self.path(name))
+                except Exception:  # numpy refuses the file (or would need pickle)
+                    expected = None
+                if expected is not None and expected.dtype.str in SUPPORTED_DESCRS:
+                    seen.add(expected.dtype.str)
+                    rc, out, err = run_oocrun(["info", name, "--json"], self.dir)
+                    self.assertEqual(rc, 0, err)
+                    self.assertEqual(json.loads(out)["dtype"], expected.dtype.str)
+                    rc, out, err = run_oocrun(["reduce", "sum", name, "--json"], self.dir)
+                    self.assertEqual(rc, 0, err)
+                    self.assertEqual(json.loads(out)["value"], np.sum(expected).item())
+                else:
+                    for args in (["info", name], ["reduce", "sum", name]):
+                        line = self.assert_clean_failure(args, 1, names=[name])
+                        self.assertRegex(line.lower(), "dtype|object|header")
+        if not SANITIZED:
+            self.assertEqual(seen, SUPPORTED_DESCRS)
+
+
 class ZeroDimensionOverflowTest(CliCase):
     def test_axis_reductions_refuse_the_shape_at_once(self):
         """Once a 2**63-element result was allocated (std::bad_alloc, no file name, minutes
@@ -408,8 +467,12 @@ class ZeroSizeReductionTest(CliCase):
         self.assertEqual(json.loads(out)["value"], 0.0)
         rc, out, err = run_oocrun(["reduce", "mean", name, "--json"], self.dir)
         self.assertEqual(rc, 0, err)
-        self.assertIn("mean of an empty array", err)  # numpy warns too (RuntimeWarning)
-        self.assertNotIn("Traceback", err)
+        # numpy warns too (RuntimeWarning); with --json the warning is in the object
+        self.assertIn("mean of an empty array", json.loads(out)["warning"])
+        self.assertEqual(err, "")
+        rc, out, err = run_oocrun(["reduce", "mean", name], self.dir)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("mean of an empty array", err)
 
 
 # ---------------------------------------------------------------------------------------
@@ -542,6 +605,32 @@ class UsageErrorTest(CliCase):
     def test_usage_errors_ignore_quiet(self):
         self.usage("apply", "frobnicate", self.good, "-o", "out.npy", "--quiet")
 
+    def test_unbalanced_brackets_in_a_selection_are_named(self):
+        """'X.npy[:, [2, 5]' once said "X.npy[:, : no such file or directory"."""
+        self.save("m.npy", np.ones((4, 6)))
+        cases = [("m.npy[:, [2, 5]", "the '[' at column 1 is never closed"),
+                 ("m.npy[1]]", "the ']' at column 4 closes no '['"),
+                 ("m.npy[[1, 2]", "the '[' at column 1 is never closed"),
+                 ("m.npy[:, [2, 5", "the '[' at column 1 is never closed"),
+                 ("m.npy[[0, 1]]]", "the ']' at column 9 closes no '['")]
+        for spec, words in cases:
+            for args in (["info", spec], ["reduce", "sum", spec], ["apply", "add-one", spec, "-o", "out.npy"],
+                         ["eval", "a * 2", f"a={spec}"]):
+                with self.subTest(args=args):
+                    self.usage(*args, names=["m.npy"], words=["unbalanced brackets", words])
+
+    def test_unbalanced_brackets_are_named_before_a_missing_file_is(self):
+        for spec in ("missing.npy[:, [2", "missing.h5:/x[1]]"):
+            with self.subTest(spec=spec):
+                self.usage("reduce", "sum", spec, names=[spec.split("[")[0]], words=["unbalanced brackets"])
+
+    def test_an_empty_selection_is_a_usage_error_as_pythons_x_brackets_is_a_syntax_error(self):
+        for spec in (f"{self.good}[]", f"{self.good}[ ]"):
+            for args in (["info", spec], ["reduce", "sum", spec], ["apply", "add-one", spec, "-o", "out.npy"],
+                         ["eval", "a * 2", f"a={spec}"]):
+                with self.subTest(args=args):
+                    self.usage(*args, names=[self.good], words=["empty selection"])
+
     def test_usage_error_on_a_missing_file_still_one_line(self):
         # Argument errors are found before the file is opened; either way: one line.
         self.assert_clean_failure(["apply", "frobnicate", "missing.npy", "-o", "out.npy"], 2)
@@ -618,19 +707,19 @@ class OutputErrorTest(CliCase):
     def test_an_output_is_never_put_in_place_of_a_device_fifo_or_socket(self):
         # The rename that puts a finished output in place would replace the node (as
         # root, `-o /dev/null` would leave a regular file there for every program).
-        os.mkfifo(self.path("fifo"))
-        nodes = ["fifo"]
+        os.mkfifo(self.path("fifo.npy"))
+        nodes = ["fifo.npy"]
         try:
-            os.mknod(self.path("null"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-            nodes.append("null")
+            os.mknod(self.path("null.npy"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            nodes.append("null.npy")
         except PermissionError:
             pass  # not root: the FIFO stands for them all
-        os.symlink("fifo", self.path("to_fifo.npy"))
+        os.symlink("fifo.npy", self.path("to_fifo.npy"))
         import socket
         sock = socket.socket(socket.AF_UNIX)
         self.addCleanup(sock.close)
-        sock.bind(self.path("sock"))
-        for out in nodes + ["to_fifo.npy", "sock"]:
+        sock.bind(self.path("sock.npy"))
+        for out in nodes + ["to_fifo.npy", "sock.npy"]:
             for args in (["apply", "add-one", self.good, "-o", out], ["eval", "a * 2", f"a={self.good}", "-o", out],
                          ["reduce", "sum", "m.npy", "--axis", "0", "-o", out],
                          ["apply", "add-one", self.good, "-o", out + ":/x"]):
@@ -654,7 +743,18 @@ class OutputErrorTest(CliCase):
         self.assertEqual(temporaries(self.path("sub")), [])
 
     def test_output_with_trailing_slash(self):
-        self.assert_clean_failure(["apply", "add-one", self.good, "-o", "out.npy/"], 1, names=["out.npy/"])
+        self.assert_clean_failure(["apply", "add-one", self.good, "-o", "out.npy/"], 2, names=["out.npy/"])
+
+    def test_outputs_that_are_neither_npy_files_nor_hdf5_datasets_are_refused(self):
+        """`-o /dev/stdout` once failed on /proc/self/fd/pipe:[...], `-o -` made a file
+        named '-', `-o Z.txt` wrote a .npy under that name."""
+        self.save("m.npy", np.ones((4, 3)))
+        for out in ("/dev/stdout", "-", "Z.txt", "out.h5", "out", "out.npy.bak", "/dev/null", "/proc/self/fd/1"):
+            for args in (["apply", "add-one", self.good, "-o", out], ["eval", "a * 2", f"a={self.good}", "-o", out],
+                         ["reduce", "sum", "m.npy", "--axis", "0", "-o", out],
+                         ["reduce", "sum", "m.npy", "--axis", "0", "--json", "-o", out]):
+                with self.subTest(args=args):
+                    self.assert_clean_failure(args, 2, names=[out], words=[".npy", "file.h5:/dataset"])
 
     def test_existing_output_survives_a_failed_run(self):
         old = self.save("out.npy", np.full(5, 7.0))
@@ -788,6 +888,188 @@ class InterruptTest(CliCase):
         self.assertEqual(snapshot(self.dir), before)
 
 
+def wait_until_mapped(p, name, timeout=RUN_TIMEOUT):
+    """Waits until process p has file `name` mapped (its signal watch is running by then:
+    a signal sent earlier could find the default action still in place)."""
+    deadline = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{p.pid}/maps") as f:
+                if any(line.rstrip().endswith("/" + name) for line in f):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.002)
+    return False
+
+
+class RepeatedSignalTest(CliCase):
+    """Ctrl-C pressed twice (or `timeout -s INT`, which signals twice), SIGTERM after
+    SIGINT, at any moment: the run either finishes (exit 0, the whole output) or is
+    cancelled (exit 128 + the first signal, one line) with no output and no temporary;
+    in place, the journal is left only where a tile was started, and running the
+    command again finishes the array exactly once (README, "What a stopped run leaves").
+    Once a second signal exited at once and left the 1 GiB temporary behind."""
+
+    ELEMENTS = 16 << 20  # 128 MiB of float64: long enough to be caught half way
+
+    def setUp(self):
+        super().setUp()
+        self.rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+
+    def zeros(self, name, elements=ELEMENTS):
+        # A sparse file of zeros costs nothing to make; its outputs are written for real.
+        m = np.lib.format.open_memmap(self.path(name), mode="w+", dtype="<f8", shape=(elements,))
+        del m
+        return name
+
+    def interrupt(self, args, delay):
+        """Runs oocrun; once it has mapped its input, after `delay` s, sends 1 to 4
+        SIGINT/SIGTERM, 0-50 ms apart. Returns (exit status, first signal, stderr)."""
+        p = subprocess.Popen([OOCRUN, *args, "--quiet"], cwd=self.dir, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_until_mapped(p, args[2])
+            time.sleep(delay)
+            signals = [int(self.rng.choice([signal.SIGINT, signal.SIGTERM])) for _ in range(self.rng.integers(1, 5))]
+            for i, sig in enumerate(signals):
+                if i:
+                    time.sleep(float(self.rng.uniform(0, 0.05)))
+                if p.poll() is None:
+                    p.send_signal(sig)
+            _, err = p.communicate(timeout=RUN_TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        return p.returncode, signals[0], err.decode()
+
+    def check_cancelled(self, what, rc, first, err):
+        self.assertEqual(rc, 128 + first, f"{what}: {err!r}")
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, f"{what}: {lines!r}")
+        self.assertIn(f"{signal.Signals(first).name}: cancelled after", lines[0], what)
+        for word in CRASH_WORDS:
+            self.assertNotIn(word, err, what)
+
+    def test_new_npy_and_hdf5_outputs(self):
+        src = self.zeros("big.npy")
+        import h5py
+        with h5py.File(self.path("existing.h5"), "w") as f:
+            f["keep"] = np.arange(3)
+        cases = [("npy", "L.npy")] * 5 + [("new h5", "new.h5:/g/x")] * 2 + [("existing h5", "existing.h5:/x")] * 2
+        for trial, (kind, out) in enumerate(cases):
+            for old in ("L.npy", "new.h5"):
+                if os.path.exists(self.path(old)):
+                    os.remove(self.path(old))
+            delay = float(self.rng.uniform(0, 0.4))
+            with self.subTest(trial=trial, kind=kind, delay=delay):
+                args = ["apply", "log1p", src, "-o", out, "--tile-bytes", "64K", "--threads", "2"]
+                rc, first, err = self.interrupt(args, delay)
+                self.assertEqual(temporaries(self.dir), [], f"{kind}: a temporary was left ({err!r})")
+                if rc == 0:  # finished before the signals arrived
+                    self.assertEqual(err, "", err)
+                else:
+                    self.check_cancelled(kind, rc, first, err)
+                    self.assertIn("no output written", err)
+                if kind == "npy":
+                    self.assertEqual(os.path.exists(self.path(out)), rc == 0, err)
+                    if rc == 0:
+                        self.assertFalse(np.load(self.path(out), mmap_mode="r").any())
+                        os.remove(self.path(out))
+                elif kind == "new h5":
+                    self.assertEqual(os.path.exists(self.path("new.h5")), rc == 0, err)
+                    if rc == 0:
+                        os.remove(self.path("new.h5"))
+                else:
+                    with h5py.File(self.path("existing.h5"), "r") as f:
+                        names = []
+                        f.visit(names.append)
+                        np.testing.assert_array_equal(f["keep"][()], np.arange(3))
+                        if rc == 0:
+                            self.assertEqual(f["x"].shape, (self.ELEMENTS,))
+                    self.assertEqual(sorted(names), ["keep", "x"] if rc == 0 else ["keep"], err)
+                    if rc == 0:
+                        with h5py.File(self.path("existing.h5"), "a") as f:
+                            del f["x"]
+
+    def test_timeout_signalling_twice(self):
+        src = self.zeros("big.npy")
+        p = subprocess.run(["timeout", "-s", "INT", "0.3", OOCRUN, "apply", "log1p", src, "-o", "L.npy",
+                            "--tile-bytes", "64K"], cwd=self.dir, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        self.assertIn(p.returncode, (0, 124, 130), p.stderr)
+        self.assertEqual(temporaries(self.dir), [])
+        self.assertEqual(os.path.exists(self.path("L.npy")), p.returncode == 0, p.stderr)
+
+    def test_in_place_keeps_the_journal_semantics(self):
+        for trial in range(4):
+            delay = float(self.rng.uniform(0, 0.3))
+            with self.subTest(trial=trial, delay=delay):
+                src = self.zeros("a.npy", 4 << 20)  # 32 MiB: every tile is written twice
+                args = ["apply", "add-one", src, "--in-place", "--tile-bytes", "256K", "--threads", "2"]
+                rc, first, err = self.interrupt(args, delay)
+                self.assertEqual([t for t in temporaries(self.dir) if not t.endswith(".ooc-journal")], [], err)
+                journal = self.path("a.npy.ooc-journal")
+                a = np.load(self.path(src), mmap_mode="r")
+                if rc == 0:
+                    self.assertFalse(os.path.exists(journal))
+                    self.assertTrue((a == 1).all())
+                    continue
+                self.check_cancelled("in place", rc, first, err)
+                if os.path.exists(journal):
+                    self.assertIn("run the same command again to finish it", err)
+                    del a
+                    rc2, out2, err2 = run_oocrun(args + ["--json"], self.dir)
+                    self.assertEqual((rc2, err2), (0, ""), "resumed with --json: no note on stderr")
+                    self.assertIs(strict_json(out2)["resumed"], True)  # the note is in the object
+                    self.assertFalse(os.path.exists(journal))
+                    self.assertTrue((np.load(self.path(src), mmap_mode="r") == 1).all(), "not exactly once")
+                else:
+                    self.assertIn("the array is unchanged", err)
+                    self.assertFalse(a.any())
+                self.assertEqual(sorted(os.listdir(self.dir)), ["a.npy"])
+
+
+class CancelMessageTest(CliCase):
+    """A cancelled run names what it was making: eval once printed `oocrun: : SIGTERM`."""
+
+    def cancel(self, args, source="big.npy"):
+        m = np.lib.format.open_memmap(self.path("big.npy"), mode="w+", dtype="<f8", shape=(16 << 20,))
+        del m
+        p = subprocess.Popen([OOCRUN, *args, "--tile-bytes", "64K", "--threads", "1"], cwd=self.dir,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_until_mapped(p, source)
+            if p.poll() is not None:
+                self.skipTest("oocrun finished before it could be interrupted")
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=RUN_TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 143, err)
+        lines = err.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertEqual(temporaries(self.dir), [])
+        return lines[0]
+
+    def test_eval_names_its_output(self):
+        line = self.cancel(["eval", "a * 2", "a=big.npy", "-o", "out.npy"])
+        self.assertRegex(line, r"^oocrun: out\.npy: SIGTERM: cancelled after \d+ of \d+ tiles .*; no output written$")
+        self.assertFalse(os.path.exists(self.path("out.npy")))
+
+    def test_eval_without_output_names_its_inputs(self):
+        line = self.cancel(["eval", "sum(a * 2)", "a=big.npy"])
+        self.assertRegex(line, r"^oocrun: big\.npy: SIGTERM: cancelled after \d+ of \d+ tiles")
+
+    def test_reduce_along_an_axis_into_a_file_says_no_output_was_written(self):
+        np.save(self.path("m.npy"), np.zeros((4 << 20, 4)))
+        line = self.cancel(["reduce", "sum", "m.npy", "--axis", "1", "-o", "out.npy"], source="m.npy")
+        self.assertRegex(line, r"^oocrun: m\.npy: SIGTERM: cancelled after .*; no output written$")
+        self.assertFalse(os.path.exists(self.path("out.npy")))
+
+
 # ---------------------------------------------------------------------------------------
 # Successful runs: the input stays as it was, JSON is JSON
 
@@ -872,6 +1154,130 @@ class SuccessTest(CliCase):
                 self.assertEqual(rc, 0, err)
                 self.assertEqual(json.loads(out)["path"], name)
 
+
+def strict_json(text):
+    """One JSON object as strict parsers read it: a bare NaN or Infinity is an error."""
+    def refuse(name):
+        raise ValueError(f"bare {name} is not JSON (RFC 8259)")
+    return json.loads(text, parse_constant=refuse)
+
+
+NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def number(value):
+    """A JSON number, or one of the strings oocrun writes for the non-finite floats."""
+    return NONFINITE[value] if isinstance(value, str) else value
+
+
+class JsonOutputTest(CliCase):
+    """--json is RFC 8259 JSON (jq reads it) with nan, inf and -inf still told apart, and
+    with --json stderr holds errors only (and --progress's lines where asked)."""
+
+    def setUp(self):
+        super().setUp()
+        self.special = np.array([np.nan, np.inf, -np.inf, 1.5])
+        for dtype in ("<f8", ">f4", "<f2"):
+            np.save(self.path(f"s{dtype[2:]}.npy"), self.special.astype(dtype))
+        np.save(self.path("cols.npy"), np.array([[np.nan, np.inf, -np.inf, 2.0]] * 3))  # column sums: nan, inf, -inf
+        np.save(self.path("zero.npy"), np.zeros(4))
+        np.save(self.path("one.npy"), np.array([1.0, -1.0, 0.0, 2.0]))
+
+    def run_json(self, *args, progress=False):
+        rc, out, err = run_oocrun([*args, "--json", *(["--progress"] if progress else [])], self.dir)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.endswith("\n") and out.count("\n") == 1, out)
+        obj = strict_json(out)
+        if progress:
+            for line in err.splitlines():
+                self.assertTrue(line.startswith("progress: "), f"{args}: stderr with --json --progress: {err!r}")
+        else:
+            self.assertEqual(err, "", f"oocrun {' '.join(args)} --json: stderr should be empty")
+        return obj
+
+    def same(self, got, expected):
+        got = np.asarray(number(got) if not isinstance(got, list) else [number(v) for v in got], dtype=float)
+        expected = np.asarray(expected, dtype=float)
+        self.assertTrue(np.array_equal(got, expected, equal_nan=True), f"{got} != {expected}")
+        finite = ~np.isnan(expected)
+        self.assertTrue(np.array_equal(np.signbit(got[finite]), np.signbit(expected[finite])))
+
+    def test_non_finite_values_are_strings_that_keep_nan_inf_and_minus_inf_apart(self):
+        for dtype in ("<f8", ">f4", "<f2"):
+            name = f"s{dtype[2:]}.npy"
+            with self.subTest(dtype=dtype):
+                self.assertEqual(self.run_json("reduce", "sum", name)["value"], "NaN")
+                self.assertEqual(self.run_json("reduce", "max", name)["value"], "NaN")
+                self.assertEqual(self.run_json("reduce", "nanmax", name)["value"], "Infinity")
+                self.assertEqual(self.run_json("reduce", "nanmin", name)["value"], "-Infinity")
+                self.assertEqual(float(self.run_json("reduce", "nanmin", name)["value"]), -np.inf)  # Python reads it
+        obj = self.run_json("reduce", "sum", "cols.npy", "--axis", "0")
+        self.assertEqual(obj["value"], ["NaN", "Infinity", "-Infinity", 6.0])
+        with np.errstate(all="ignore"):
+            counts, edges = np.histogram(np.array([1.0, 2.0]), 4, (-1.7e308, 1.7e308))
+        obj = self.run_json("reduce", "histogram", "one.npy", "--bins", "4", "--range", "-1.7e308:1.7e308")
+        self.same(obj["edges"], edges)
+        self.assertIn("Infinity", obj["edges"])
+        obj = self.run_json("eval", "a / b", "a=one.npy", "b=zero.npy")
+        self.same(obj["value"], np.array([np.inf, -np.inf, np.nan, np.inf]))
+        self.assertEqual(self.run_json("eval", "sum(a / b)", "a=one.npy", "b=zero.npy")["value"], "NaN")
+        self.assertEqual(self.run_json("eval", "max(a)", "a=s8.npy")["value"], "NaN")
+
+    def test_every_subcommand_writes_strict_json_and_nothing_on_stderr(self):
+        import h5py
+        with h5py.File(self.path("d.h5"), "w") as f:
+            f["x"] = self.special
+            f.create_dataset("c", data=np.arange(100.0), chunks=(10,), compression="gzip")
+        runs = [
+            ["info", "s8.npy"], ["info", "d.h5"], ["info", "d.h5:/c"],
+            ["reduce", "sum", "s8.npy"], ["reduce", "mean", "cols.npy", "--axis", "1"],
+            ["reduce", "mean", "cols.npy", "--axis", "1", "-o", "m.npy"],
+            ["reduce", "histogram", "one.npy", "--bins", "3"],
+            ["apply", "log1p", "s8.npy", "-o", "l.npy"], ["apply", "add-one", "d.h5:/x", "-o", "e.h5:/y"],
+            ["apply", "add-one", "one.npy", "--in-place"], ["apply", "add-one", "one.npy", "--in-place", "--no-journal"],
+            ["eval", "a * 2", "a=s8.npy"], ["eval", "a * 2", "a=s8.npy", "-o", "e.npy"], ["eval", "sum(a)", "a=one.npy"],
+            ["eval", "1 + 2"],
+        ]
+        for args in runs:
+            for progress in (False, True):
+                with self.subTest(args=args, progress=progress):
+                    for out in ("m.npy", "l.npy", "e.npy", "e.h5"):
+                        if os.path.exists(self.path(out)):
+                            os.remove(self.path(out))
+                    self.assertIsInstance(self.run_json(*args, progress=progress), dict)
+
+    def test_jq_reads_it(self):
+        if not shutil.which("jq"):
+            self.skipTest("jq is not installed")
+        for args in (["reduce", "sum", "cols.npy", "--axis", "0"], ["eval", "a / b", "a=one.npy", "b=zero.npy"]):
+            with self.subTest(args=args):
+                rc, out, err = run_oocrun([*args, "--json"], self.dir)
+                self.assertEqual(rc, 0, err)
+                jq = subprocess.run(["jq", "-c", ".value"], input=out, capture_output=True, text=True)
+                self.assertEqual(jq.returncode, 0, jq.stderr)
+                self.assertIn('"Infinity"', jq.stdout)
+
+    def test_a_resumed_in_place_run_says_so_in_its_json(self):
+        np.save(self.path("r.npy"), np.zeros(4))
+        self.assertEqual(self.run_json("apply", "add-one", "r.npy", "--in-place")["resumed"], False)
+
+    def test_an_empty_arrays_nan_mean_is_a_warning_in_the_json_not_on_stderr(self):
+        np.save(self.path("empty.npy"), np.zeros(0))
+        obj = self.run_json("reduce", "mean", "empty.npy")
+        self.assertEqual(obj["value"], "NaN")
+        self.assertIn("mean of an empty array is nan", obj["warning"])
+        rc, out, err = run_oocrun(["reduce", "mean", "empty.npy"], self.dir)
+        self.assertEqual((rc, out), (0, "nan\n"))
+        self.assertIn("warning: mean of an empty array is nan", err)
+
+    def test_file_names_that_are_not_utf8_stay_valid_json_and_lose_no_byte(self):
+        name = b"caf\xe9.npy"
+        with open(os.path.join(os.fsencode(self.dir), name), "wb") as f:
+            np.save(f, np.arange(3.0))
+        p = subprocess.run([os.fsencode(OOCRUN), b"info", name, b"--json"], cwd=self.dir, capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p.stdout.decode("utf-8")  # strict: valid UTF-8
+        self.assertEqual(os.fsencode(strict_json(p.stdout)["path"]), name)
 
 if __name__ == "__main__":
     unittest.main()

@@ -6,7 +6,6 @@ same tile size, and with numpy. Failures on any rank leave no output and no temp
 behind; a plain oocrun never initialises MPI. Needs OOCRUN, and OOC_MPIEXEC /
 OOC_MPIEXEC_FLAGS (set by ctest when ooc is built with OOC_WITH_MPI).
 """
-import json
 import math
 import os
 import shlex
@@ -21,7 +20,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import OOCRUN, SANITIZED, TempDir, run, run_json, same_scalar, sample  # noqa: E402
+from ooctest import OOCRUN, SANITIZED, TempDir, loads, run, run_json, same_scalar, sample  # noqa: E402
 
 MPIEXEC = os.environ.get("OOC_MPIEXEC") or shutil.which("mpirun")
 FLAGS = shlex.split(os.environ.get("OOC_MPIEXEC_FLAGS", "--oversubscribe --allow-run-as-root --bind-to none -q"))
@@ -46,7 +45,7 @@ def mpirun_json(ranks, *args):
         raise AssertionError(f"mpirun -np {ranks} oocrun {' '.join(map(str, args))}: {proc.returncode} {proc.stderr}")
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, f"expected one JSON line from rank 0, got {lines!r}"
-    return json.loads(lines[0])
+    return loads(lines[0])
 
 
 def same_value(a, b):
@@ -302,7 +301,7 @@ class PlainLaunchTest(MpiCase):
                               text=True, timeout=TIMEOUT)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stderr, "")  # no MPI warnings, as root too
-        self.assertEqual(json.loads(proc.stdout)["value"], run_json("reduce", "sum", path)["value"])
+        self.assertEqual(loads(proc.stdout)["value"], run_json("reduce", "sum", path)["value"])
         proc = subprocess.run([OOCRUN, "apply", "add-one", path, "-o", self.tmp.file("o.npy")], env=env,
                               capture_output=True, text=True, timeout=TIMEOUT)
         self.assertEqual(proc.returncode, 0, proc.stderr)

@@ -196,6 +196,31 @@ class ElementwiseTest(unittest.TestCase):
         run("apply", "cast:int8", self.tmp.save("f.npy", np.array([1.7, -2.7, 300.0])), "--in-place", "--quiet")
         np.testing.assert_array_equal(np.load(self.tmp.file("f.npy")), np.array([1.7, -2.7, 300.0]).astype("i1"))
 
+    def test_cast_in_place_is_numpys_assignment_of_astype_for_every_dtype_pair(self):
+        """cast:T --in-place is numpy's `a[...] = a.astype(T)`, which numpy does for every
+        pair of these dtypes (assignment casts unsafely). Once `cast:int8 --in-place` on a
+        bool array was refused by the same_kind rule of `a += C`."""
+        targets = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                   "float16", "float32", "float64", ">f4", ">i2"]
+        rng = np.random.default_rng(7)
+        for source in thin(DTYPES):
+            dt = np.dtype(source)
+            if dt.kind == "f":  # in every target's range, so no cast is C's undefined behaviour
+                a = (rng.integers(0, 100, 300) + rng.choice([0.0, 0.25, 0.5, 0.75], 300)).astype(dt)
+            else:
+                a = sample(dt, (300,), seed=5)
+            for target in targets:
+                with self.subTest(source=source, target=target):
+                    expected = a.copy()
+                    with np.errstate(all="ignore"):
+                        expected[...] = a.astype(target)  # numpy accepts this for every pair
+                    path = self.tmp.save("c.npy", a)
+                    proc = run("apply", f"cast:{target}", path, "--in-place", "--quiet", check=False)
+                    self.assertEqual(proc.returncode, 0, proc.stderr)
+                    got = np.load(path)
+                    self.assertEqual(got.dtype.str, dt.str)
+                    self.assertEqual(got.tobytes(), expected.tobytes())
+
     def test_casts_of_floats_out_of_an_integer_range_are_numpys(self):
         # numpy's values on x86-64 for NaN, infinities and out-of-range floats (C leaves
         # them undefined; ooc spells out what the hardware gives, so UBSan stays quiet).

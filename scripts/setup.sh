@@ -6,9 +6,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # clang-14 and its sanitizer/libFuzzer runtimes: scripts/test.sh builds a second,
-# sanitized tree with them and runs the .npy header fuzzer.
+# sanitized tree with them and runs the .npy header fuzzer. libfast-float-dev: text
+# import's float parser; python3-pandas: the bench's text rows compare against it.
 PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev libhdf5-dev
-          python3-numpy python3-dask python3-h5py clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+          libfast-float-dev python3-numpy python3-dask python3-h5py python3-pandas clang-14 libclang-rt-14-dev
+          libopenmpi-dev openmpi-bin)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

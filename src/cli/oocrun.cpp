@@ -2,6 +2,7 @@
 
 #include "cli/job.hpp"
 #include "cli/options.hpp"
+#include "cli/text.hpp"
 #include "ooc/ooc.hpp"
 
 #include <CLI/CLI.hpp>
@@ -710,6 +711,7 @@ int main(int argc, char** argv) {
   eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
+  ooc::cli::TextCommands text_commands(app, path, out_path);  // import, export (src/cli/text.cpp)
 
   // An expression may start with '-' ("-a * b"): a space in front keeps CLI11 from reading
   // it as an option, and the parser ignores it.
@@ -759,6 +761,7 @@ int main(int argc, char** argv) {
   if (!job->prints()) common.progress = false;
   try {
     if (info->parsed()) return run_info(path, json);
+    if (text_commands.parsed()) return text_commands.run(pipeline_options(common), common.progress, common.quiet);
     if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, no_journal, json);
     if (eval->parsed()) return run_eval(*job, common, expr, bound, out_path, json);
     return run_reduce(*job, common, op, reduce_args, path, json);

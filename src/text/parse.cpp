@@ -1,0 +1,335 @@
+#include "text/parse.hpp"
+
+#include "ooc/error.hpp"
+
+#include <fast_float/fast_float.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace ooc::text {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+// What a field looks like in a message: quoted, shortened, control bytes escaped.
+std::string shown(std::string_view field) {
+  constexpr std::size_t kMax = 40;
+  std::string out = "'";
+  for (std::size_t i = 0; i < field.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(field[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (field.size() > kMax) out += "...";
+  return out + "'";
+}
+
+bool equals_lower(std::string_view s, std::string_view lower) {
+  if (s.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != lower[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string_view line_content(std::string_view line, const Dialect& dialect) {
+  if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (dialect.comment != 0) {
+    const void* c = std::memchr(line.data(), dialect.comment, line.size());
+    if (c != nullptr) line = line.substr(0, static_cast<std::size_t>(static_cast<const char*>(c) - line.data()));
+  }
+  return line;
+}
+
+bool blank(std::string_view content, const Dialect& dialect) {
+  if (dialect.delimiter != 0) return content.empty();
+  return std::all_of(content.begin(), content.end(), is_space);
+}
+
+void split_fields(std::string_view content, const Dialect& dialect,
+                  std::vector<std::pair<std::size_t, std::size_t>>& out) {
+  out.clear();
+  const std::size_t n = content.size();
+  if (dialect.delimiter == 0) {
+    std::size_t i = 0;
+    while (true) {
+      while (i < n && is_space(content[i])) ++i;
+      if (i == n) return;
+      const std::size_t b = i;
+      while (i < n && !is_space(content[i])) ++i;
+      out.emplace_back(b, i);
+    }
+  }
+  std::size_t b = 0;
+  while (true) {
+    const void* d = std::memchr(content.data() + b, dialect.delimiter, n - b);
+    if (d == nullptr) {
+      out.emplace_back(b, n);
+      return;
+    }
+    const auto e = static_cast<std::size_t>(static_cast<const char*>(d) - content.data());
+    out.emplace_back(b, e);
+    b = e + 1;
+  }
+}
+
+bool parse_double(std::string_view field, double& out) {
+  const std::string_view s = trim(field);
+  const char* p = s.data();
+  const char* e = p + s.size();
+  bool negative = false;
+  if (p < e && (*p == '+' || *p == '-')) {
+    negative = *p == '-';
+    ++p;
+  }
+  if (p == e || *p == '+' || *p == '-') return false;
+  double value = 0;
+  const auto r = fast_float::from_chars(p, e, value);
+  if (r.ec != std::errc() || r.ptr != e) return false;
+  if (!std::isfinite(value)) {
+    // fast_float also takes "nan(...)"; Python's float() takes only these words.
+    const std::string_view word(p, static_cast<std::size_t>(e - p));
+    if (!equals_lower(word, "nan") && !equals_lower(word, "inf") && !equals_lower(word, "infinity")) {
+      // An overflowing number ("1e400") is infinite, as in Python; it has digits.
+      if (!(*p >= '0' && *p <= '9') && *p != '.') return false;
+    }
+  }
+  out = negative ? -value : value;
+  return true;
+}
+
+template <class T> IntResult parse_integer(std::string_view field, T& out) {
+  const std::string_view s = trim(field);
+  const char* p = s.data();
+  const char* e = p + s.size();
+  bool negative = false;
+  if (p < e && (*p == '+' || *p == '-')) {
+    negative = *p == '-';
+    ++p;
+  }
+  if (p == e) return IntResult::invalid;
+  for (const char* q = p; q < e; ++q)
+    if (*q < '0' || *q > '9') return IntResult::invalid;
+  std::uint64_t magnitude = 0;
+  const auto r = std::from_chars(p, e, magnitude);
+  if (r.ec == std::errc::result_out_of_range) return IntResult::overflow;
+  if (r.ec != std::errc() || r.ptr != e) return IntResult::invalid;
+  if constexpr (std::is_signed_v<T>) {
+    const auto max = static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    if (negative) {
+      if (magnitude > max + 1) return IntResult::overflow;
+      out = static_cast<T>(static_cast<std::int64_t>(0 - magnitude));
+    } else {
+      if (magnitude > max) return IntResult::overflow;
+      out = static_cast<T>(magnitude);
+    }
+  } else {
+    if (negative && magnitude != 0) return IntResult::overflow;
+    if (magnitude > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return IntResult::overflow;
+    out = static_cast<T>(magnitude);
+  }
+  return IntResult::ok;
+}
+
+template IntResult parse_integer<std::int8_t>(std::string_view, std::int8_t&);
+template IntResult parse_integer<std::int16_t>(std::string_view, std::int16_t&);
+template IntResult parse_integer<std::int32_t>(std::string_view, std::int32_t&);
+template IntResult parse_integer<std::int64_t>(std::string_view, std::int64_t&);
+template IntResult parse_integer<std::uint8_t>(std::string_view, std::uint8_t&);
+template IntResult parse_integer<std::uint16_t>(std::string_view, std::uint16_t&);
+template IntResult parse_integer<std::uint32_t>(std::string_view, std::uint32_t&);
+template IntResult parse_integer<std::uint64_t>(std::string_view, std::uint64_t&);
+
+namespace {
+
+// T: the type values are parsed into (double for every float dtype).
+template <class T> std::string parse_one(std::string_view field, T& out, DType dtype) {
+  if constexpr (std::is_same_v<T, double>) {
+    if (parse_double(field, out)) return {};
+    return "could not convert " + shown(field) + " to " + dtype.name();
+  } else {
+    switch (parse_integer(field, out)) {
+      case IntResult::ok: return {};
+      case IntResult::overflow: return "integer " + shown(trim(field)) + " is out of range for " + dtype.name();
+      case IntResult::invalid: break;
+    }
+    return "could not convert " + shown(field) + " to " + dtype.name();
+  }
+}
+
+template <class T>
+ChunkResult parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& layout, DType dtype,
+                        const std::optional<std::vector<std::byte>>& missing) {
+  ChunkResult result;
+  const int kept = layout.kept();
+  const bool all = layout.columns.empty();
+  std::vector<T> values;
+  // A guess at the rows, so the vector rarely grows: ~8 bytes of text per field.
+  values.reserve(chunk.size() / 8 + 16);
+  T missing_value{};
+  if (missing) std::memcpy(&missing_value, missing->data(), sizeof(T));
+  std::vector<std::pair<std::size_t, std::size_t>> fields;
+  std::size_t pos = 0;
+  auto fail = [&](std::size_t column, std::string problem) {
+    result.error = ParseError{result.lines, static_cast<std::int64_t>(column) + 1, std::move(problem)};
+  };
+  while (pos < chunk.size()) {
+    const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
+    const std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
+    const std::string_view content = line_content(chunk.substr(pos, end - pos), dialect);
+    pos = end;
+    if (blank(content, dialect)) {
+      ++result.lines;
+      continue;
+    }
+    const std::size_t row_start = values.size();
+    auto value_of = [&](std::size_t b, std::size_t e) -> bool {
+      const std::string_view field = content.substr(b, e - b);
+      T v{};
+      if (missing && trim(field).empty()) {
+        v = missing_value;
+      } else {
+        std::string problem = parse_one<T>(field, v, dtype);
+        if (!problem.empty()) {
+          if (trim(field).empty()) problem += " (an empty field; --missing says what it stands for)";
+          fail(b, std::move(problem));
+          return false;
+        }
+      }
+      values.push_back(v);
+      return true;
+    };
+    if (all && dialect.delimiter != 0) {
+      // The common case, without building a field list: split and parse as we go.
+      std::size_t b = 0;
+      int count = 0;
+      bool ok = true;
+      while (true) {
+        const void* d = std::memchr(content.data() + b, dialect.delimiter, content.size() - b);
+        const std::size_t e = d ? static_cast<std::size_t>(static_cast<const char*>(d) - content.data()) : content.size();
+        if (count == layout.fields) {
+          fail(b, "expected " + std::to_string(layout.fields) + " fields, found more");
+          ok = false;
+          break;
+        }
+        if (!value_of(b, e)) {
+          ok = false;
+          break;
+        }
+        ++count;
+        if (d == nullptr) break;
+        b = e + 1;
+      }
+      if (!ok) break;
+      if (count != layout.fields) {
+        fail(content.size(), "expected " + std::to_string(layout.fields) + " fields, found " + std::to_string(count));
+        break;
+      }
+    } else {
+      split_fields(content, dialect, fields);
+      const int count = static_cast<int>(fields.size());
+      bool ok = true;
+      if (all) {
+        if (count != layout.fields) {
+          const std::size_t at = count > layout.fields ? fields[static_cast<std::size_t>(layout.fields)].first
+                                                       : content.size();
+          fail(at, "expected " + std::to_string(layout.fields) + " fields, found " + std::to_string(count));
+          break;
+        }
+        for (const auto& [b, e] : fields)
+          if (!(ok = value_of(b, e))) break;
+      } else {
+        // As np.loadtxt's usecols: a row needs only the fields it is asked for.
+        for (const int c : layout.columns) {
+          const int i = c < 0 ? c + count : c;
+          if (i < 0 || i >= count) {
+            fail(content.size(), "column " + std::to_string(c) + " is not in a row of " + std::to_string(count) +
+                                     " fields");
+            ok = false;
+            break;
+          }
+          const auto& [b, e] = fields[static_cast<std::size_t>(i)];
+          if (!(ok = value_of(b, e))) break;
+        }
+      }
+      if (!ok) break;
+    }
+    (void)row_start;
+    ++result.rows;
+    ++result.lines;
+  }
+  if (result.error) values.resize(static_cast<std::size_t>(result.rows) * static_cast<std::size_t>(kept));
+  // Float dtypes are parsed as float64 and rounded to theirs as numpy's loadtxt does
+  // (`(float)double`, npy_double_to_half): convert is astype.
+  const DType parsed = dtype_of<T>;
+  result.values.resize(values.size() * static_cast<std::size_t>(dtype.itemsize()));
+  if (values.empty())
+    ;  // nothing to copy (memcpy of a null pointer is undefined, even for 0 bytes)
+  else if (parsed == dtype)
+    std::memcpy(result.values.data(), values.data(), result.values.size());
+  else
+    convert(parsed, values.data(), dtype, result.values.data(), static_cast<std::int64_t>(values.size()));
+  return result;
+}
+
+}  // namespace
+
+ChunkResult parse_chunk(std::string_view chunk, const Dialect& dialect, const Layout& layout, DType dtype,
+                        const std::optional<std::vector<std::byte>>& missing) {
+  if (dtype.kind() == Kind::boolean) throw UsageError("", "text import reads numbers: bool is not supported");
+  if (dtype.kind() == Kind::floating) {
+    std::optional<std::vector<std::byte>> as_double;
+    if (missing) {  // the missing value, held as the float64 it was parsed from
+      double d = 0;
+      convert(dtype, missing->data(), dtype_of<double>, &d, 1);
+      as_double.emplace(sizeof d);
+      std::memcpy(as_double->data(), &d, sizeof d);
+    }
+    return parse_typed<double>(chunk, dialect, layout, dtype, as_double);
+  }
+  return visit_dtype(dtype, [&]<class T>(std::type_identity<T>) -> ChunkResult {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+      return parse_typed<T>(chunk, dialect, layout, dtype, missing);
+    else
+      return {};
+  });
+}
+
+std::string parse_value(std::string_view field, DType dtype, std::byte* out) {
+  if (dtype.kind() == Kind::floating) {
+    double d = 0;
+    std::string problem = parse_one<double>(field, d, dtype);
+    if (problem.empty()) convert(dtype_of<double>, &d, dtype, out, 1);
+    return problem;
+  }
+  return visit_dtype(dtype, [&]<class T>(std::type_identity<T>) -> std::string {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      T v{};
+      std::string problem = parse_one<T>(field, v, dtype);
+      if (problem.empty()) std::memcpy(out, &v, sizeof v);
+      return problem;
+    } else {
+      return "text import reads numbers: bool is not supported";
+    }
+  });
+}
+
+}  // namespace ooc::text

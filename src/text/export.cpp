@@ -10,10 +10,13 @@
 #include "ooc/tile_plan.hpp"
 #include "text/append_file.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <type_traits>
 
 namespace ooc {
@@ -169,34 +172,88 @@ void export_text(const std::string& array_path, const std::string& text_path, co
     return;
   }
   const DType native = a.dtype().native();
-  const TilePlan plan = TilePlan::for_array(a, options.tile_bytes);
+  // Tiles of an eighth of --tile-bytes: a tile's text is up to ~3x its float64 values
+  // (24 characters of 8 bytes), and threads x 2 tiles are in flight.
+  const TilePlan plan = TilePlan::for_array(a, std::max<std::uint64_t>(64 << 10, options.tile_bytes / 8));
   detail::Streams streams(plan, options);
   streams.add_input(a);
-  try {
-    run_pipeline(
-      plan, streams, options,
-      [&](const Tile& tile) {
-        const std::int64_t n = tile.end - tile.begin;
-        std::vector<std::byte> values(static_cast<std::size_t>(n) * static_cast<std::size_t>(native.itemsize()));
-        convert(a.dtype(), streams.input(a, tile), native, values.data(), n);
-        std::string text;
-        text.reserve(static_cast<std::size_t>(n) * (format.shortest ? 12 : 16));
-        visit_dtype(native, [&]<class T>(std::type_identity<T>) {
-          const T* v = reinterpret_cast<const T*>(values.data());
-          std::int64_t column = tile.begin % width;
-          for (std::int64_t i = 0; i < n; ++i) {
-            put_value(text, v[i], format, specs);
-            if (++column == width) {
-              text += '\n';
-              column = 0;
-            } else {
-              text += delimiter;
-            }
+  // Buffers reused from tile to tile (a fresh one per tile cost a page fault per 4 KiB).
+  struct Buffers {
+    std::string text;
+    std::vector<std::byte> values;
+  };
+  std::mutex pool_mutex;
+  std::vector<std::unique_ptr<Buffers>> pool;
+  auto take = [&] {
+    std::lock_guard lock(pool_mutex);
+    if (pool.empty()) return std::make_unique<Buffers>();
+    std::unique_ptr<Buffers> b = std::move(pool.back());
+    pool.pop_back();
+    return b;
+  };
+  auto give_back = [&](std::unique_ptr<Buffers> b) {
+    std::lock_guard lock(pool_mutex);
+    pool.push_back(std::move(b));
+  };
+  auto format_tile = [&](const Tile& tile) {
+    std::unique_ptr<Buffers> b = take();
+    const std::int64_t n = tile.end - tile.begin;
+    const std::byte* in = streams.input(a, tile);
+    const std::byte* native_values = in;
+    if (!a.dtype().is_native() || reinterpret_cast<std::uintptr_t>(in) % static_cast<std::uintptr_t>(native.itemsize()) != 0) {
+      b->values.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(native.itemsize()));
+      convert(a.dtype(), in, native, b->values.data(), n);
+      native_values = b->values.data();
+    }
+    std::string& text = b->text;
+    text.clear();
+    visit_dtype(native, [&]<class T>(std::type_identity<T>) {
+      const T* v = reinterpret_cast<const T*>(native_values);
+      std::int64_t column = tile.begin % width;
+      if (format.shortest) {
+        // Written in place: at most 40 characters a value (to_chars of a double: 24),
+        // the buffer grown as the text needs (never to the worst case: its pages would
+        // all be touched).
+        constexpr std::size_t kMaxChars = 41;
+        text.resize(text.capacity());
+        std::size_t at = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          if (text.size() - at < kMaxChars) text.resize(std::max<std::size_t>(2 * text.size(), at + (64 << 10)));
+          char* p = text.data() + at;
+          char* const end = text.data() + text.size();
+          if constexpr (std::is_same_v<T, half>)
+            p = std::to_chars(p, end, static_cast<float>(v[i])).ptr;
+          else if constexpr (std::is_same_v<T, bool>)
+            *p++ = v[i] ? '1' : '0';
+          else
+            p = std::to_chars(p, end, v[i]).ptr;
+          if (++column == width) {
+            *p++ = '\n';
+            column = 0;
+          } else {
+            *p++ = delimiter;
           }
-        });
-        return text;
-      },
-      [&](const Tile&, std::string&& text) { out.append(text.data(), text.size()); });
+          at = static_cast<std::size_t>(p - text.data());
+        }
+        text.resize(at);
+        return;
+      }
+      for (std::int64_t i = 0; i < n; ++i) {
+        put_value(text, v[i], format, specs);
+        if (++column == width) {
+          text += '\n';
+          column = 0;
+        } else {
+          text += delimiter;
+        }
+      }
+    });
+    return std::shared_ptr<Buffers>(b.release(), [&](Buffers* p) { give_back(std::unique_ptr<Buffers>(p)); });
+  };
+  try {
+    run_pipeline(plan, streams, options, format_tile, [&](const Tile&, std::shared_ptr<Buffers>&& b) {
+      out.append(b->text.data(), b->text.size());
+    });
   } catch (const UsageError&) {
     throw;
   } catch (const Cancelled&) {

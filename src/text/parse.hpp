@@ -78,6 +78,11 @@ struct ChunkResult {
 ChunkResult parse_chunk(std::string_view chunk, const Dialect& dialect, const Layout& layout, DType dtype,
                         const std::optional<std::vector<std::byte>>& missing);
 
+/// The same, into `result` and `scratch` whose buffers are reused from chunk to chunk.
+void parse_chunk(std::string_view chunk, const Dialect& dialect, const Layout& layout, DType dtype,
+                 const std::optional<std::vector<std::byte>>& missing, ChunkResult& result,
+                 std::vector<std::byte>& scratch);
+
 /// Parses one field as a value of `dtype` into `out` (itemsize bytes); an empty string
 /// on success, else the problem ("could not convert 'abc' to float64").
 std::string parse_value(std::string_view field, DType dtype, std::byte* out);

@@ -2,7 +2,8 @@
 // (src/text/parse.cpp). The first byte picks the dialect, dtype and columns; the rest is
 // the text. Properties: no crash; parsing the text as one chunk or cut in two at a line
 // end (as the serial read stage cuts it) gives the same values and the same first error;
-// every float field accepted is the value glibc's strtod (correctly rounded) gives.
+// every float field accepted is the value glibc's strtod (correctly rounded) gives;
+// buffers reused from one parse to the next change nothing.
 // Seed corpus in text/.
 
 #include "text/parse.hpp"
@@ -43,6 +44,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(whole.values.size() ==
             static_cast<std::size_t>(whole.rows) * static_cast<std::size_t>(layout.kept()) * dtype.itemsize(),
         "values do not fill the rows");
+
+  // The same into buffers reused from input to input (as the import's chunk pool does).
+  static ooc::text::ChunkResult reused;
+  static std::vector<std::byte> scratch;
+  ooc::text::parse_chunk(text, dialect, layout, dtype, std::nullopt, reused, scratch);
+  check(reused.values == whole.values && reused.rows == whole.rows && reused.lines == whole.lines &&
+            reused.error.has_value() == whole.error.has_value(),
+        "reused buffers give another result");
 
   // The same text cut at a line end near cut_at / 255 of the way.
   const std::size_t want = text.size() * cut_at / 255;

@@ -771,6 +771,7 @@ int main(int argc, char** argv) {
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
     std::string what = path + ": " + name + ": cancelled after " + g_progress.done_text();
     if (apply->parsed()) what += in_place ? g_resume_note : "; no output written";
+    if (text_commands.parsed()) what = path + ": " + name + ": cancelled; no output written";
     std::cerr << "oocrun: " << one_line(what) << "\n";
     return 128 + sig;
   } catch (const ooc::UsageError& e) {

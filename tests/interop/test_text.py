@@ -316,6 +316,24 @@ class TextTest(unittest.TestCase):
             self.assertTrue("shrank" in err or "expected 8 fields" in err, err)
             self.assert_only("shrink.csv")
 
+    def test_ctrl_c_leaves_nothing(self):
+        import signal
+        row = ",".join("%.17g" % x for x in np.linspace(0, 1, 8)) + "\n"
+        src = self.write("c.csv", row * 400000)
+        np.save(self.path("c.npy"), np.zeros((300000, 8)))
+        for args in (["import", src, "-o", self.path("out.npy")], ["export", self.path("c.npy"), "-o", self.path("o.csv")]):
+            proc = subprocess.Popen([OOCRUN, *args, "--tile-bytes", "256K", "--threads", "1"], stderr=subprocess.PIPE,
+                                    text=True)
+            time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+            if proc.returncode == 0:  # finished first
+                os.remove(args[-1])
+                continue
+            self.assertEqual(proc.returncode, 130, err)
+            self.assertIn("SIGINT: cancelled; no output written", err)
+            self.assert_only("c.csv", "c.npy")
+
     def test_growing_input_through_a_pipe(self):
         out = self.path("g.npy")
         proc = subprocess.Popen([OOCRUN, "import", "-", "-o", out, "--quiet"], stdin=subprocess.PIPE)

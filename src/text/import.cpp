@@ -272,9 +272,9 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
     layout.columns = opt.columns;
     for (int c : opt.columns)
       if (c >= layout.fields || c < -layout.fields)
-        throw Error(text_path + ":" + std::to_string(line_no + 1), "column " + std::to_string(c) +
-                                                                      " is not in a row of " +
-                                                                      std::to_string(layout.fields) + " fields");
+        throw Error(text_path + ":" + std::to_string(line_no + 1), "column " + std::to_string(c) + " is not in a row of " +
+                                                                      std::to_string(layout.fields) +
+                                                                      (layout.fields == 1 ? " field" : " fields"));
   } else {
     layout.fields = static_cast<int>(opt.columns.size());
   }

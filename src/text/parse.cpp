@@ -40,6 +40,9 @@ std::string shown(std::string_view field) {
   return out + "'";
 }
 
+// "1 field", "3 fields": the row width in a message.
+std::string fields_text(int n) { return std::to_string(n) + (n == 1 ? " field" : " fields"); }
+
 bool equals_lower(std::string_view s, std::string_view lower) {
   if (s.size() != lower.size()) return false;
   for (std::size_t i = 0; i < s.size(); ++i)
@@ -249,7 +252,7 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
         const void* d = std::memchr(content.data() + b, dialect.delimiter, content.size() - b);
         const std::size_t e = d ? static_cast<std::size_t>(static_cast<const char*>(d) - content.data()) : content.size();
         if (count == layout.fields) {
-          fail(b, "expected " + std::to_string(layout.fields) + " fields, found more");
+          fail(b, "expected " + fields_text(layout.fields) + ", found more");
           ok = false;
           break;
         }
@@ -263,7 +266,7 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
       }
       if (!ok) break;
       if (count != layout.fields) {
-        fail(content.size(), "expected " + std::to_string(layout.fields) + " fields, found " + std::to_string(count));
+        fail(content.size(), "expected " + fields_text(layout.fields) + ", found " + std::to_string(count));
         break;
       }
     } else {
@@ -274,7 +277,7 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
         if (count != layout.fields) {
           const std::size_t at = count > layout.fields ? fields[static_cast<std::size_t>(layout.fields)].first
                                                        : content.size();
-          fail(at, "expected " + std::to_string(layout.fields) + " fields, found " + std::to_string(count));
+          fail(at, "expected " + fields_text(layout.fields) + ", found " + std::to_string(count));
           break;
         }
         for (const auto& [b, e] : fields)
@@ -284,8 +287,7 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
         for (const int c : layout.columns) {
           const int i = c < 0 ? c + count : c;
           if (i < 0 || i >= count) {
-            fail(content.size(), "column " + std::to_string(c) + " is not in a row of " + std::to_string(count) +
-                                     " fields");
+            fail(content.size(), "column " + std::to_string(c) + " is not in a row of " + fields_text(count));
             ok = false;
             break;
           }

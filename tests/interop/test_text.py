@@ -272,6 +272,7 @@ class TextTest(unittest.TestCase):
         bad = [
             ("1,2,3\n4,5\n", [], "bad.csv:2:4: expected 3 fields, found 2"),
             ("1,2\n3,4,5\n", [], "bad.csv:2:5: expected 2 fields, found more"),
+            ("5\n1,2\n", [], "bad.csv:2:3: expected 1 field, found more"),
             ("1,2\n3,abc\n", [], "bad.csv:2:3: could not convert 'abc' to float64"),
             ("# c\n\n1,2\n1.2.3,4\n", [], "bad.csv:4:1: could not convert '1.2.3' to float64"),
             ("1,2\n3,9223372036854775808\n", ["--dtype", "i8"], "bad.csv:2:3: integer '9223372036854775808' is out of "

@@ -750,7 +750,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, reduce, eval)";
+        what = "unknown command '" + word + "' (known: info, apply, reduce, eval, import, export)";
         break;
       }
     }

@@ -83,6 +83,11 @@ void parse_chunk(std::string_view chunk, const Dialect& dialect, const Layout& l
                  const std::optional<std::vector<std::byte>>& missing, ChunkResult& result,
                  std::vector<std::byte>& scratch);
 
+/// For the fuzzer: false parses every float field through the plain path (find the
+/// field's end, then parse it), which the fused path (parse, and find the end as the
+/// parser stops) must agree with. True by default.
+extern bool fused_parsing;
+
 /// Parses one field as a value of `dtype` into `out` (itemsize bytes); an empty string
 /// on success, else the problem ("could not convert 'abc' to float64").
 std::string parse_value(std::string_view field, DType dtype, std::byte* out);

@@ -3,7 +3,8 @@
 // the text. Properties: no crash; parsing the text as one chunk or cut in two at a line
 // end (as the serial read stage cuts it) gives the same values and the same first error;
 // every float field accepted is the value glibc's strtod (correctly rounded) gives;
-// buffers reused from one parse to the next change nothing.
+// buffers reused from one parse to the next change nothing; the fused float path (parse,
+// then find the delimiter where the parser stopped) agrees with the plain one.
 // Seed corpus in text/.
 
 #include "text/parse.hpp"
@@ -44,6 +45,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(whole.values.size() ==
             static_cast<std::size_t>(whole.rows) * static_cast<std::size_t>(layout.kept()) * dtype.itemsize(),
         "values do not fill the rows");
+
+  // The plain path for every float field gives what the fused one gave.
+  ooc::text::fused_parsing = false;
+  const ooc::text::ChunkResult plain = ooc::text::parse_chunk(text, dialect, layout, dtype, std::nullopt);
+  ooc::text::fused_parsing = true;
+  check(plain.values == whole.values && plain.rows == whole.rows && plain.lines == whole.lines &&
+            plain.error.has_value() == whole.error.has_value() &&
+            (!plain.error || (plain.error->line == whole.error->line && plain.error->column == whole.error->column &&
+                              plain.error->problem == whole.error->problem)),
+        "the fused and the plain float paths disagree");
 
   // The same into buffers reused from input to input (as the import's chunk pool does).
   static ooc::text::ChunkResult reused;

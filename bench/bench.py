@@ -67,16 +67,27 @@ class Cgroup:
             pass
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def timed_process(cmd):
-    """Runs cmd and returns (its JSON result, its peak RSS in bytes)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    stdout = proc.stdout.read()
-    stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr.decode().strip()}")
-    return json.loads(stdout.decode().strip().splitlines()[-1]), usage.ru_maxrss * 1024
+    """Runs cmd and returns (its JSON result, its peak RSS in bytes). A process this one
+    starts has as its peak at least this process's resident set (Linux carries the
+    high-water mark over the exec), so the peak is GNU time's report of cmd, which time
+    starts from its own small image."""
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".rss") as rss:
+        if os.path.exists(GNU_TIME):
+            cmd = [GNU_TIME, "-f", "%M", "-o", rss.name, *cmd]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout = proc.stdout.read()
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr.decode().strip()}")
+        reported = rss.read().strip().splitlines()
+        peak = int(reported[-1]) * 1024 if reported and reported[-1].isdigit() else usage.ru_maxrss * 1024
+    return json.loads(stdout.decode().strip().splitlines()[-1]), peak
 
 
 class Bench:
@@ -191,7 +202,7 @@ class Bench:
         return self.limits.get((probe, threads))
 
     # ---- the table --------------------------------------------------------------------
-    COLUMNS = ["ooc", "python", "numpy", "dask", "h5py"]
+    COLUMNS = ["ooc", "python", "numpy", "dask", "h5py", "pandas"]
 
     @staticmethod
     def fmt(x, digits=2):
@@ -207,13 +218,54 @@ class Bench:
         return "| " + " | ".join(cells) + " |"
 
     def table(self):
-        head = ("| operation | bytes | ooc GB/s | ooc from Python | numpy memmap | dask (2 threads) | h5py | "
-                "limit probe | ooc/numpy | ooc/limit |\n|---|---|---|---|---|---|---|---|---|---|\n")
+        head = ("| operation | bytes | ooc GB/s | ooc from Python | numpy memmap | dask (2 threads) | h5py | pandas | "
+                "limit probe | ooc/numpy | ooc/limit |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
         return head + "\n".join(self.format_row(r) for r in self.rows) + "\n"
 
     # ---- the run ----------------------------------------------------------------------
+    def text(self, nbytes):
+        """Text rows: import of a CSV that np.savetxt(fmt='%.17g') wrote (ooc, np.loadtxt,
+        pandas.read_csv with float_precision='round_trip'; each ends with a durable .npy,
+        and the three give equal bits), and export against np.savetxt (shortest round
+        trip: fmt='%r'). GB/s are of the CSV's bytes; peak RSS in the notes."""
+        rows = max(nbytes // 64, 1000)  # (rows, 8) float64 of nbytes; the CSV holds ~24 bytes per value
+        matrix = os.path.join(self.dir, "text-matrix.npy")
+        csv = os.path.join(self.dir, "text.csv")
+        a = np.random.default_rng(11).standard_normal((rows, 8))
+        np.save(matrix, a)
+        np.savetxt(csv, a, fmt="%.17g", delimiter=",")
+        del a  # a child's peak RSS counts the pages it shares with this process until it execs
+        size = os.path.getsize(csv)
+        outs = {label: os.path.join(self.dir, f"text-{label}.npy") for label in ("ooc", "numpy", "pandas")}
+        row = self.measure("import a CSV (np.savetxt %.17g) to .npy", size,
+                           {"ooc": self.ooc("import", csv, "-o", outs["ooc"]),
+                            "numpy": self.peer("numpy", "loadtxt", csv, outs["numpy"]),
+                            "pandas": self.peer("pandas", "read_csv", csv, outs["pandas"])})
+        got = {label: np.load(path, mmap_mode="r") for label, path in outs.items()}
+        same = all(np.array_equal(got["ooc"].view("u8"), g.view("u8")) for g in got.values())
+        del got
+        self.notes.append(f"import row: {size / 1e6:.0f} MB CSV of ({rows}, 8) float64; equal bits in all three: "
+                          f"{same}; ooc/pandas {row['ooc'] / row['pandas']:.2f}x; peak RSS " + ", ".join(
+                              f"{label} {row[label + '_peak'] / 2**20:.0f} MiB" for label in outs))
+        text_out = os.path.join(self.dir, "text-out.csv")
+        row = self.measure("export (N, 8) float64 to CSV, shortest round trip", size,
+                           {"ooc": self.ooc("export", matrix, "-o", text_out),
+                            "numpy": self.peer("numpy", "savetxt", matrix, text_out)},
+                           prepare=lambda _: os.path.exists(text_out) and os.remove(text_out))
+        self.notes.append("export row: GB/s of the CSV's bytes; numpy is np.savetxt(fmt='%r') (Python's repr, "
+                          "the shortest round trip); peak RSS " + ", ".join(
+                              f"{label} {row[label + '_peak'] / 2**20:.0f} MiB" for label in ("ooc", "numpy")))
+        for path in [matrix, csv, text_out, *outs.values()]:
+            if os.path.exists(path):
+                os.remove(path)
+
     def run(self):
         nbytes = SIZES[self.args.size]
+        if self.args.only == "text":
+            self.limits = {}
+            print(self.table().split("\n")[0], flush=True)
+            self.text(self.args.text_bytes or nbytes)
+            return
         matrix = self.make_matrix("matrix.npy", nbytes)
         out = os.path.join(self.dir, "out.npy")
         inplace = os.path.join(self.dir, "inplace.npy")
@@ -268,6 +320,7 @@ class Bench:
             self.measure(f"sum, warm, {threads} thread{'s' if threads > 1 else ''}", nbytes,
                          {"ooc": self.ooc("reduce", "sum", matrix, threads=threads)},
                          limit=self.limits.get(("mapped_sum", threads)))
+        self.text(self.args.text_bytes or nbytes // 32)
         if self.args.size == "large":
             self.larger_than_memory()
         for path in (out, inplace):
@@ -360,6 +413,10 @@ def main():
                         help="the folder holding ooc's Python package (build/python); adds its rows")
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     parser.add_argument("--keep", action="store_true", help="keep the data files")
+    parser.add_argument("--only", choices=["text"], default=None, help="run only these rows")
+    parser.add_argument("--text-bytes", type=lambda s: int(float(s)), default=None,
+                        help="values in the text rows' array, in bytes (the CSV is ~3x that; default: 1/32 "
+                             "of the bench size, or the bench size with --only text)")
     args = parser.parse_args()
     args.smoke = args.size == "smoke"
     if args.smoke:

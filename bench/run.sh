@@ -5,7 +5,10 @@
 #   bench/run.sh --quick    512 MiB files
 #   bench/run.sh --large    the default rows, and a cold sum of an 8 GiB file in a 1 GiB memory cgroup
 #   bench/run.sh --smoke    16 MiB files, one repetition (what ctest runs)
-# Other options go to bench/bench.py (--dir DIR, --reps N, --out FILE, --keep).
+#   bench/run.sh --only text --text-bytes 64e6 --reps 3
+#                           the text rows alone (import vs np.loadtxt and pandas, export vs
+#                           np.savetxt) for a (1M, 8) float64 array: a 161 MB CSV
+# Other options go to bench/bench.py (--dir DIR, --reps N, --out FILE, --keep, --only, --text-bytes).
 # Needs root for the cold rows (drop_caches) and the cgroup.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

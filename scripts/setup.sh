@@ -7,10 +7,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # pybind11, the Python headers and pytest: the Python module (python/) and its tests.
 # clang-14 and its sanitizer/libFuzzer runtimes: scripts/test.sh builds a second,
-# sanitized tree with them and runs the .npy header fuzzer.
+# sanitized tree with them and runs the .npy header fuzzer. libfast-float-dev: text
+# import's float parser; python3-pandas: the bench's text rows compare against it; time:
+# GNU time, the bench's peak-RSS measure.
 PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev libhdf5-dev
-          python3-numpy python3-dask python3-h5py clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin
-          pybind11-dev python3-pybind11 python3-pytest python3-dev)
+          libfast-float-dev python3-numpy python3-dask python3-h5py python3-pandas clang-14 libclang-rt-14-dev
+          libopenmpi-dev openmpi-bin time pybind11-dev python3-pybind11 python3-pytest python3-dev)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

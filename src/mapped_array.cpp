@@ -573,6 +573,8 @@ void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t b
   if (last > first) os::start_writeback(m.fd.get(), first, last - first);
 }
 
+std::string MappedArrayAccess::output_target(const std::string& path) { return ooc::output_target(path); }
+
 std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) { return array.impl_->temp_path; }
 
 MappedArray MappedArrayAccess::map_output_part(const std::filesystem::path& temp, const std::string& final_path,

@@ -55,6 +55,9 @@ class MappedArrayAccess {
   /// Maps `window` of the pending output `temp` that another process created (an MPI
   /// rank's part of it) for writing; errors name `final_path`. The file stays its
   /// creator's to rename or remove: commit() only flushes and fsyncs.
+  /// Where an output named `path` is written: through symbolic links to the file they
+  /// name; refused for a directory, a device, a FIFO or a socket (as create_npy refuses).
+  static std::string output_target(const std::string& path);
   static MappedArray map_output_part(const std::filesystem::path& temp, const std::string& final_path,
                                      ElementRange window);
 };

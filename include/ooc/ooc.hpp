@@ -11,6 +11,7 @@
 #include "ooc/selection.hpp"
 #include "ooc/shape.hpp"
 #include "ooc/state_bytes.hpp"
+#include "ooc/text.hpp"
 #include "ooc/tile_plan.hpp"
 #include "ooc/kernels/elementwise.hpp"
 #include "ooc/kernels/reductions.hpp"

@@ -3,6 +3,7 @@
 #include "cli/job.hpp"
 #include "cli/json.hpp"
 #include "cli/options.hpp"
+#include "cli/text.hpp"
 #include "format/hdf5.hpp"
 #include "ooc/ooc.hpp"
 
@@ -788,6 +789,7 @@ int main(int argc, char** argv) {
   eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
+  ooc::cli::TextCommands text_commands(app, path, out_path);  // import, export (src/cli/text.cpp)
 
   // An expression may start with '-' ("-a * b"): a space in front keeps CLI11 from reading
   // it as an option, and the parser ignores it.
@@ -826,7 +828,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, reduce, eval)";
+        what = "unknown command '" + word + "' (known: info, apply, reduce, eval, import, export)";
         break;
       }
     }
@@ -837,9 +839,10 @@ int main(int argc, char** argv) {
   if (!job->prints()) common.progress = false;
   common.json = json;
   try {
+    if (info->parsed()) return run_info(path, json);
+    if (text_commands.parsed()) return text_commands.run(pipeline_options(common), common.progress, common.quiet);
     for (const std::string& out : {out_path, reduce_args.output})
       if (!out.empty()) check_output_name(out);
-    if (info->parsed()) return run_info(path, json);
     if (apply->parsed()) return run_apply(*job, common, op, path, out_path, in_place, no_journal, json);
     if (eval->parsed()) return run_eval(*job, common, expr, bound, out_path, json);
     return run_reduce(*job, common, op, reduce_args, path, json);
@@ -849,6 +852,7 @@ int main(int argc, char** argv) {
     const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
     std::string what = (g_subject.empty() ? std::string(eval->parsed() ? "eval" : "") : g_subject) + ": " + name +
                        ": cancelled after " + g_progress.done_text() + g_cancel_note;
+    if (text_commands.parsed()) what = path + ": " + name + ": cancelled; no output written";
     std::cerr << "oocrun: " << one_line(what) << "\n";
     return 128 + sig;
   } catch (const ooc::UsageError& e) {

@@ -8,7 +8,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # clang-14 and its sanitizer/libFuzzer runtimes: scripts/test.sh builds a second,
 # sanitized tree with them and runs the .npy header fuzzer.
 PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev libhdf5-dev
-          python3-numpy python3-dask python3-h5py clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+          python3-numpy python3-dask python3-h5py clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin
+          libdeflate-dev zlib1g-dev liblz4-dev libblosc-dev hdf5-filter-plugin
+          hdf5-filter-plugin-blosc-serial hdf5-plugin-lzf python3-hdf5plugin)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -417,6 +417,8 @@ std::vector<ArrayEntry> describe(const std::string& path) {
     e.type = d.type_text;
     e.layout = d.layout;
     e.filters = d.filters;
+    e.chunks = d.chunks;
+    e.stored_bytes = d.stored_bytes;
     e.readable = d.readable;
     e.mappable = d.mappable;
     e.why_not_mappable = d.why_not_mappable;

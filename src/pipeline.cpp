@@ -35,6 +35,8 @@ struct Streams::Impl {
     // Tile i always commits before tile i + slots enters, so no buffer is ever shared.
     std::vector<detail::AlignedBuffer> buffers;
     std::vector<const std::byte*> starts;  // where each buffer's tile begins
+    // A staged reader's raw bytes for each tile in flight, by slot as the buffers.
+    std::vector<std::unique_ptr<detail::Fetched>> fetched;
     bool buffered() const { return reader != nullptr || writer != nullptr; }
   };
 
@@ -66,6 +68,7 @@ struct Streams::Impl {
   void make_buffers(Stream& s) {
     s.buffers.resize(slots);
     s.starts.assign(slots, nullptr);
+    s.fetched.resize(slots);
   }
 
   const Stream& find(const MappedArray& array) const {
@@ -144,8 +147,13 @@ void Streams::prefetch(std::size_t position) {
   Impl& m = *impl_;
   const Tile tile = m.plan[position];
   const std::size_t slot = tile.index % m.slots;
-  for (auto& s : m.streams)
-    if (s->reader && !s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+  for (auto& s : m.streams) {
+    if (!s->reader) continue;
+    if (s->reader->staged())  // raw reads here, decoding on the kernel threads (acquire)
+      s->fetched[slot] = s->reader->fetch(tile.begin, tile.end, std::move(s->fetched[slot]), s->buffers[slot]);
+    else if (!s->reader->concurrent())
+      s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+  }
   const std::size_t horizon = std::min(m.plan.size(), position + m.depth + 1);
   for (; m.advised < horizon; ++m.advised) {
     const Tile ahead = m.plan[m.advised];
@@ -161,7 +169,10 @@ void Streams::acquire(const Tile& tile) {
   Impl& m = *impl_;
   const std::size_t slot = tile.index % m.slots;
   for (auto& s : m.streams) {
-    if (s->reader && s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+    if (s->reader && s->reader->staged())
+      s->starts[slot] = s->reader->decode(tile.begin, tile.end, *s->fetched[slot], s->buffers[slot]);
+    else if (s->reader && s->reader->concurrent())
+      s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
     if (s->writer) s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
     if (m.populate && !s->output && !s->buffered())
       MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_read);

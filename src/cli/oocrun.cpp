@@ -214,6 +214,20 @@ std::string strings_json(const std::vector<std::string>& items) {
   return out + "]";
 }
 
+// Logical bytes against the bytes stored in the file, for an HDF5 dataset with storage.
+std::optional<double> compression_ratio(const ooc::ArrayEntry& e) {
+  if (!e.supported || e.stored_bytes == 0) return std::nullopt;
+  return static_cast<double>(e.info.nbytes()) / static_cast<double>(e.stored_bytes);
+}
+
+std::string ratio_json(const ooc::ArrayEntry& e) {
+  const auto ratio = compression_ratio(e);
+  if (!ratio) return "null";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", *ratio);
+  return text;
+}
+
 std::string entry_json(const ooc::ArrayEntry& e) {
   const ooc::ArrayInfo& info = e.info;
   std::ostringstream out;
@@ -230,7 +244,9 @@ std::string entry_json(const ooc::ArrayEntry& e) {
         << info.nbytes();
   out << ", \"data_offset\": " << info.data_offset;
   if (info.format == "hdf5")
-    out << ", \"layout\": \"" << e.layout << "\", \"filters\": " << strings_json(e.filters)
+    out << ", \"layout\": \"" << e.layout << "\", \"filters\": " << strings_json(e.filters) << ", \"chunks\": "
+        << (e.chunks.empty() ? std::string("null") : shape_json(e.chunks)) << ", \"stored_bytes\": " << e.stored_bytes
+        << ", \"compression_ratio\": " << ratio_json(e)
         << ", \"readable\": " << (e.readable ? "true" : "false") << ", \"mappable\": "
         << (e.mappable ? "true" : "false") << ", \"why_not_mappable\": "
         << ooc::cli::json_string(e.why_not_mappable);
@@ -250,6 +266,12 @@ std::string entry_text(const ooc::ArrayEntry& e) {
   } else {
     out << ", " << e.layout;
     for (const std::string& f : e.filters) out << "+" << f;
+    if (!e.chunks.empty()) out << ", chunks " << ooc::shape_repr(e.chunks);
+    if (const auto ratio = compression_ratio(e); ratio && !e.filters.empty()) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.2f", *ratio);
+      out << ", compression " << text << "x (" << e.stored_bytes << " of " << e.info.nbytes() << " bytes stored)";
+    }
     out << (e.mappable ? ", mapped" : e.readable ? ", streamed (" + e.why_not_mappable + ")"
                                                 : ", not readable: " + e.why_not_mappable);
   }

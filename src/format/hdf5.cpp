@@ -1,4 +1,5 @@
 #include "format/hdf5.hpp"
+#include "format/hdf5_filters.hpp"
 
 #include "ooc/error.hpp"
 
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 #include <fstream>
@@ -248,13 +250,19 @@ DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
     char filter_name[64] = {};
     const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelements, nullptr,
                                            sizeof filter_name, filter_name, &config);
-    info.filters.push_back(id == H5Z_FILTER_DEFLATE ? "deflate" : id == H5Z_FILTER_SHUFFLE ? "shuffle"
-                           : filter_name[0] ? filter_name : "filter " + std::to_string(id));
-    if (H5Zfilter_avail(id) <= 0 && missing_filter.empty())
+    const char* ours = filters::name_of(static_cast<unsigned>(id));
+    info.filters.push_back(ours[0] ? std::string(ours) : filter_name[0] ? filter_name : "filter " + std::to_string(id));
+    if (H5Zfilter_avail(id) <= 0 && !filters::decodable(static_cast<unsigned>(id)) && missing_filter.empty())
       missing_filter = "it is compressed with filter " + std::to_string(id) + " (" + info.filters.back() +
                        "), which this HDF5 library cannot decode" +
                        (id == 32000 ? " (LZF lives in h5py; rewrite the dataset with gzip)" : "");
   }
+  if (info.layout == "chunked" && !info.shape.empty()) {
+    std::vector<hsize_t> chunk(info.shape.size());
+    H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    for (hsize_t c : chunk) info.chunks.push_back(static_cast<std::int64_t>(c));
+  }
+  info.stored_bytes = H5Dget_storage_size(dset);
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
   H5Dget_space_status(dset, &status);
   info.allocated = status == H5D_SPACE_STATUS_ALLOCATED;
@@ -382,6 +390,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
         for (std::size_t k = 1; k < dims_.size(); ++k)
           row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
         cache_bytes_ = std::clamp<std::size_t>(2 * row_bytes, std::size_t{64} << 20, std::size_t{1} << 30);
+        plan_staged(dcpl.get(), type.get(), chunk, row_bytes);
       }
     }
     hold();
@@ -401,12 +410,259 @@ class DatasetReader final : public detail::TileReader, public Holder {
   }
 
   bool concurrent() const override { return false; }  // HDF5 runs one call at a time
+  bool staged() const override { return staged_; }
 
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
+    if (staged_) {
+      std::unique_ptr<detail::Fetched> raw = fetch(begin, end, nullptr, buffer);
+      return decode(begin, end, *raw, buffer);
+    }
+    Session session;
+    return read_locked(begin, end, buffer);
+  }
+
+  // Serial: the raw chunks that elements [begin, end) lie in, as stored (H5Dread_chunk),
+  // or the tile itself through H5Dread when a chunk skipped a filter (its filter mask).
+  std::unique_ptr<detail::Fetched> fetch(std::int64_t begin, std::int64_t end, std::unique_ptr<detail::Fetched> reuse,
+                                         detail::AlignedBuffer& buffer) override {
+    std::unique_ptr<detail::Fetched> owner = reuse ? std::move(reuse) : std::make_unique<RawChunks>();
+    auto& raw = static_cast<RawChunks&>(*owner);
+    raw.chunks.clear();
+    raw.ready = nullptr;
+    if (end <= begin) return owner;
+    Session session;
+    hold();
+    chunks_of_run(begin, end, raw.indices);
+    std::size_t total = 0;
+    std::vector<hsize_t> origin(dims_.size());
+    for (std::uint64_t index : raw.indices) {
+      origin_of(index, origin);
+      unsigned mask = 0;
+      haddr_t address = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &mask, &address, &size) < 0)
+        throw Error(label_, "cannot look up chunk " + chunk_text(index));
+      if (address == HADDR_UNDEF) {  // never written: the fill value
+        raw.chunks.push_back({index, 0, 0, true, 0});
+        continue;
+      }
+      if (mask != 0 && library_decodes_) {  // stored without some filter: through H5Dread, as before
+        raw.chunks.clear();
+        raw.ready = read_locked(begin, end, buffer);
+        return owner;
+      }
+      raw.chunks.push_back({index, total, static_cast<std::size_t>(size), false, mask});
+      total += static_cast<std::size_t>(size);
+    }
+    raw.bytes.ensure(std::max<std::size_t>(1, total));
+    for (const RawChunk& c : raw.chunks) {
+      if (c.fill) continue;
+      origin_of(c.index, origin);
+      std::uint32_t mask = 0;
+      if (H5Dread_chunk(dataset_->get(), H5P_DEFAULT, origin.data(), &mask, raw.bytes.data() + c.offset) < 0)
+        throw Error(label_, "cannot read chunk " + chunk_text(c.index) + " (truncated or damaged file)");
+    }
+    return owner;
+  }
+
+  // Concurrent: each chunk decoded (on this thread) and its elements in [begin, end)
+  // copied to the tile; a chunk the tile holds whole, in order, is decoded in place.
+  const std::byte* decode(std::int64_t begin, std::int64_t end, detail::Fetched& fetched,
+                          detail::AlignedBuffer& buffer) override {
+    auto& raw = static_cast<RawChunks&>(fetched);
+    if (raw.ready) return raw.ready;
+    buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);
+    std::byte* dst = buffer.data();
+    thread_local filters::Scratch scratch;
+    std::vector<hsize_t> origin(dims_.size()), extent(dims_.size());
+    for (const RawChunk& c : raw.chunks) {
+      origin_of(c.index, origin);
+      for (std::size_t k = 0; k < dims_.size(); ++k) extent[k] = std::min(chunk_[k], dims_[k] - origin[k]);
+      // Whole and in order in the tile: every axis after the first is whole in a chunk.
+      const std::int64_t first = static_cast<std::int64_t>(origin[0] * strides_[0]);
+      const std::int64_t last = first + static_cast<std::int64_t>(chunk_elements_);
+      const bool in_place = merge_axis_ == 0 && extent[0] == chunk_[0] && first >= begin && last <= end;
+      if (c.fill) {
+        for_each_segment(origin, extent, begin, end, [&](std::int64_t to, std::int64_t, std::int64_t n) {
+          fill(dst + static_cast<std::size_t>(to) * item_, static_cast<std::size_t>(n));
+        });
+        continue;
+      }
+      const std::byte* decoded;
+      try {
+        decoded = filters::decode(std::span<const std::byte>(raw.bytes.data() + c.offset, c.size), pipeline_, item_,
+                                  chunk_elements_ * item_, scratch,
+                                  in_place ? dst + static_cast<std::size_t>(first - begin) * item_ : nullptr, c.mask);
+      } catch (const filters::FilterError& e) {
+        throw Error(label_, "chunk " + chunk_text(c.index) + ": " + e.what());
+      }
+      if (in_place) continue;
+      for_each_segment(origin, extent, begin, end, [&](std::int64_t to, std::int64_t from, std::int64_t n) {
+        std::memcpy(dst + static_cast<std::size_t>(to) * item_, decoded + static_cast<std::size_t>(from) * item_,
+                    static_cast<std::size_t>(n) * item_);
+      });
+    }
+    return dst;
+  }
+
+ private:
+  struct RawChunk {
+    std::uint64_t index;  // in the grid of chunks, C order
+    std::size_t offset, size;
+    bool fill;
+    std::uint32_t mask;  // filters the chunk was stored without
+  };
+  struct RawChunks final : detail::Fetched {
+    std::vector<std::uint64_t> indices;
+    std::vector<RawChunk> chunks;
+    detail::AlignedBuffer bytes;
+    const std::byte* ready = nullptr;  // the tile, when fetch() read it through H5Dread
+  };
+
+  // Whether this dataset is read staged, and what that needs: every filter one ooc
+  // decodes, fill values it can reproduce, and rows of chunks of reasonable size (a tile
+  // decodes every chunk it touches; tiles are rows of elements).
+  void plan_staged(hid_t dcpl, hid_t type, const std::vector<hsize_t>& chunk, std::size_t row_bytes) {
+    if (row_bytes > (std::size_t{256} << 20)) return;
+    unsigned options = 0;
+    if (H5Pget_chunk_opts(dcpl, &options) < 0 || (options & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)) return;
+    H5D_fill_value_t defined = H5D_FILL_VALUE_ERROR;
+    H5D_fill_time_t when = H5D_FILL_TIME_ERROR;
+    if (H5Pfill_value_defined(dcpl, &defined) < 0 || defined == H5D_FILL_VALUE_UNDEFINED ||
+        defined == H5D_FILL_VALUE_ERROR)
+      return;
+    if (H5Pget_fill_time(dcpl, &when) < 0 || when == H5D_FILL_TIME_NEVER) return;
+    std::vector<filters::Filter> pipeline;
+    const int n = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < n; ++i) {
+      unsigned flags = 0, config = 0;
+      std::size_t count = 32;
+      std::vector<unsigned> values(count);
+      const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &count, values.data(), 0, nullptr,
+                                             &config);
+      if (id < 0 || !filters::decodable(static_cast<unsigned>(id))) return;
+      if (H5Zfilter_avail(id) <= 0) library_decodes_ = false;
+      values.resize(std::min<std::size_t>(count, 32));
+      pipeline.push_back({static_cast<unsigned>(id), std::move(values)});
+    }
+    fill_.assign(item_, std::byte{0});
+    if (H5Pget_fill_value(dcpl, type, fill_.data()) < 0) return;
+    fill_zero_ = std::all_of(fill_.begin(), fill_.end(), [](std::byte b) { return b == std::byte{0}; });
+    chunk_ = chunk;
+    pipeline_ = std::move(pipeline);
+    grid_.resize(dims_.size());
+    strides_.assign(dims_.size(), 1);
+    chunk_strides_.assign(dims_.size(), 1);
+    chunk_elements_ = 1;
+    for (std::size_t k = dims_.size(); k-- > 0;) {
+      grid_[k] = (dims_[k] + chunk_[k] - 1) / chunk_[k];
+      if (k + 1 < dims_.size()) {
+        strides_[k] = strides_[k + 1] * dims_[k + 1];
+        chunk_strides_[k] = chunk_strides_[k + 1] * chunk_[k + 1];
+      }
+      chunk_elements_ *= chunk_[k];
+    }
+    merge_axis_ = dims_.size() - 1;
+    while (merge_axis_ > 0 && chunk_[merge_axis_] == dims_[merge_axis_]) --merge_axis_;
+    staged_ = true;
+  }
+
+  // The element coordinates a chunk starts at, from its index in the grid.
+  void origin_of(std::uint64_t index, std::vector<hsize_t>& origin) const {
+    for (std::size_t k = dims_.size(); k-- > 0;) {
+      origin[k] = (index % grid_[k]) * chunk_[k];
+      index /= grid_[k];
+    }
+  }
+
+  std::string chunk_text(std::uint64_t index) const {
+    std::vector<hsize_t> origin(dims_.size());
+    origin_of(index, origin);
+    std::string text = "(";
+    for (std::size_t k = 0; k < origin.size(); ++k) text += (k ? ", " : "") + std::to_string(origin[k] / chunk_[k]);
+    text += origin.size() == 1 ? ",)" : ")";
+    text += " at element (";
+    for (std::size_t k = 0; k < origin.size(); ++k) text += (k ? ", " : "") + std::to_string(origin[k]);
+    return text + (origin.size() == 1 ? ",)" : ")");
+  }
+
+  // The chunks elements [begin, end) lie in, by index in C order, each once.
+  void chunks_of_run(std::int64_t begin, std::int64_t end, std::vector<std::uint64_t>& out) const {
+    out.clear();
+    std::vector<Box> boxes;
+    std::vector<hsize_t> prefix;
+    boxes_of_run(dims_, 0, prefix, begin, end, boxes);
+    const std::size_t n = dims_.size();
+    std::vector<hsize_t> lo(n), hi(n), at(n);
+    for (const Box& box : boxes) {
+      for (std::size_t k = 0; k < n; ++k) {
+        lo[k] = box.offset[k] / chunk_[k];
+        hi[k] = (box.offset[k] + box.count[k] - 1) / chunk_[k];
+      }
+      at = lo;
+      while (true) {
+        std::uint64_t index = 0;
+        for (std::size_t k = 0; k < n; ++k) index = index * grid_[k] + at[k];
+        out.push_back(index);
+        std::size_t k = n;
+        while (k-- > 0) {
+          if (at[k] < hi[k]) {
+            ++at[k];
+            break;
+          }
+          at[k] = lo[k];
+        }
+        if (k == static_cast<std::size_t>(-1)) break;
+      }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+
+  // Calls fn(position in the tile, position in the decoded chunk, count) for each run of
+  // elements of the chunk at `origin` (of `extent`, clipped to the dataset) that lies in
+  // [begin, end); runs are as long as the axes after merge_axis_ allow.
+  template <class Fn>
+  void for_each_segment(const std::vector<hsize_t>& origin, const std::vector<hsize_t>& extent, std::int64_t begin,
+                        std::int64_t end, Fn&& fn) const {
+    const std::size_t m = merge_axis_;
+    const std::int64_t length = static_cast<std::int64_t>(extent[m] * strides_[m]);
+    std::vector<hsize_t> at(m, 0);  // position within the chunk along axes before m
+    while (true) {
+      std::int64_t position = static_cast<std::int64_t>(origin[m] * strides_[m]);
+      std::int64_t local = 0;
+      for (std::size_t k = 0; k < m; ++k) {
+        position += static_cast<std::int64_t>((origin[k] + at[k]) * strides_[k]);
+        local += static_cast<std::int64_t>(at[k] * chunk_strides_[k]);
+      }
+      const std::int64_t lo = std::max(position, begin), hi = std::min(position + length, end);
+      if (lo < hi) fn(lo - begin, local + (lo - position), hi - lo);
+      if (position >= end) return;  // later runs lie further on
+      std::size_t k = m;
+      while (k-- > 0) {
+        if (at[k] + 1 < extent[k]) {
+          ++at[k];
+          break;
+        }
+        at[k] = 0;
+      }
+      if (k == static_cast<std::size_t>(-1)) return;
+    }
+  }
+
+  void fill(std::byte* at, std::size_t count) const {
+    if (fill_zero_) {
+      std::memset(at, 0, count * item_);
+      return;
+    }
+    for (std::size_t i = 0; i < count; ++i) std::memcpy(at + i * item_, fill_.data(), item_);
+  }
+
+  // Elements [begin, end) through H5Dread; the caller holds the library lock.
+  const std::byte* read_locked(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) {
     buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);
     std::byte* dst = buffer.data();
     if (end <= begin) return dst;
-    Session session;
     hold();
     std::vector<Box> boxes;
     if (dims_.empty()) {
@@ -435,7 +691,6 @@ class DatasetReader final : public detail::TileReader, public Holder {
     return dst;
   }
 
- private:
   // (device, inode) of a file by name, to tell that a name still means the file it did.
   static std::pair<dev_t, ino_t> identity(const std::string& file) {
     struct stat st {};
@@ -461,6 +716,17 @@ class DatasetReader final : public detail::TileReader, public Holder {
   std::vector<hsize_t> dims_;
   std::size_t item_ = 1;
   std::size_t cache_bytes_ = 0;  // 0: HDF5's default chunk cache
+  // Staged reading (plan_staged).
+  bool staged_ = false;
+  std::vector<filters::Filter> pipeline_;
+  std::vector<hsize_t> chunk_, grid_, strides_, chunk_strides_;
+  std::size_t chunk_elements_ = 1;
+  std::size_t merge_axis_ = 0;  // axes after it are whole in every chunk
+  std::vector<std::byte> fill_;
+  bool fill_zero_ = true;
+  // The library has every filter too: a chunk stored without some of its filters (its
+  // filter mask) is read through H5Dread; else ooc decodes it, skipping those filters.
+  bool library_decodes_ = true;
 };
 
 }  // namespace

@@ -38,6 +38,8 @@ struct DatasetInfo {
   Shape shape;
   std::string layout;               // "contiguous", "chunked", "compact", "virtual"
   std::vector<std::string> filters; // e.g. "deflate", "shuffle"
+  std::vector<std::int64_t> chunks; // chunk shape of a chunked dataset, else empty
+  std::uint64_t stored_bytes = 0;   // bytes its data takes in the file (H5Dget_storage_size)
   bool allocated = false;           // storage written (contiguous or chunked)
   std::optional<std::uint64_t> offset;  // file offset of a contiguous, allocated dataset
   bool readable = false;            // ooc can read it at all (number type, a shape)
@@ -50,9 +52,11 @@ struct DatasetInfo {
 DatasetInfo describe(const std::string& file, const std::string& dataset);
 
 /// A reader of any run of elements of a dataset that cannot be mapped (chunked,
-/// compressed, compact, not yet allocated: H5Dread gives what h5py gives, fill values
-/// included). Its chunk cache holds a whole row of chunks (within reason), so reading
-/// consecutive runs decompresses each chunk once.
+/// compressed, compact, not yet allocated: what h5py gives, fill values included). A
+/// chunked dataset whose filters ooc decodes itself (hdf5_filters.hpp) is read staged:
+/// raw chunks (H5Dread_chunk) in the serial stage, decoded on the kernel threads. Any
+/// other goes through H5Dread, with a chunk cache that holds a whole row of chunks
+/// (within reason), so reading consecutive runs decompresses each chunk once.
 std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset);
 
 /// Every dataset in the file, in name order.

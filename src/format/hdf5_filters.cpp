@@ -245,6 +245,16 @@ const std::byte* decode(std::span<const std::byte> stored, const std::vector<Fil
       std::vector<std::byte>& v = holder == 1 ? scratch.b : scratch.a;
       next_holder = holder == 1 ? 2 : 1;
       capacity = last ? chunk_bytes : bound;
+      if (!last) {  // exactly the chunk (and checksums) when only shuffles and checksums remain
+        std::size_t sums = 0;
+        bool exact = true;
+        for (std::size_t k = 0; k < i && exact; ++k) {
+          if (k < 32 && (mask >> k & 1u)) continue;
+          if (pipeline[k].id == kFletcher32) sums += 4;
+          else exact = pipeline[k].id == kShuffle;
+        }
+        if (exact) capacity = chunk_bytes + sums;
+      }
       if (v.size() < capacity) v.resize(capacity);
       out = v.data();
     }

@@ -158,7 +158,7 @@ std::uint32_t fletcher32(const std::byte* data, std::size_t size) {
 void unshuffle(const std::byte* in, std::byte* out, std::size_t size, std::size_t item) {
   const std::size_t n = item > 1 ? size / item : 0;
   if (n <= 1) {  // HDF5 leaves such a chunk as it is
-    std::memcpy(out, in, size);
+    if (size > 0) std::memcpy(out, in, size);
     return;
   }
   switch (item) {
@@ -169,7 +169,7 @@ void unshuffle(const std::byte* in, std::byte* out, std::size_t size, std::size_
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < item; ++j) out[i * item + j] = in[j * n + i];
   }
-  std::memcpy(out + n * item, in + n * item, size - n * item);  // bytes after the last whole element
+  if (size > n * item) std::memcpy(out + n * item, in + n * item, size - n * item);  // bytes after the last element
 }
 
 std::size_t lzf_decompress(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
@@ -284,10 +284,10 @@ const std::byte* decode(std::span<const std::byte> stored, const std::vector<Fil
     if (holder != 0) return current.data();
     // No filter wrote anything (fletcher32 alone): the stored bytes are the elements.
     if (scratch.a.size() < chunk_bytes) scratch.a.resize(chunk_bytes);
-    std::memcpy(scratch.a.data(), current.data(), chunk_bytes);
+    if (chunk_bytes > 0) std::memcpy(scratch.a.data(), current.data(), chunk_bytes);
     return scratch.a.data();
   }
-  if (!in_direct) std::memmove(direct, current.data(), chunk_bytes);
+  if (!in_direct && chunk_bytes > 0) std::memmove(direct, current.data(), chunk_bytes);
   return direct;
 }
 

@@ -75,4 +75,21 @@ class TileReader {
   virtual void release(std::int64_t /*begin*/, std::int64_t /*end*/) {}
 };
 
+/// How the pipeline writes an output it does not write through a mapping or O_DIRECT (a
+/// chunked, compressed HDF5 dataset): the kernel writes each tile into a buffer, encode()
+/// compresses what it can of it on the kernel thread, write() stores it in tile order in
+/// the serial commit stage.
+class TileWriter {
+ public:
+  virtual ~TileWriter() = default;
+  /// Concurrent, after the kernel wrote elements [begin, end) to `tile`: the work that
+  /// may run on any thread (compressing the chunks the tile holds whole).
+  virtual std::unique_ptr<Fetched> encode(std::int64_t begin, std::int64_t end, const std::byte* tile,
+                                          std::unique_ptr<Fetched> reuse) = 0;
+  /// Serial, in tile order: stores what encode() made, and the chunks tile boundaries cut.
+  virtual void write(std::int64_t begin, std::int64_t end, const std::byte* tile, Fetched* encoded) = 0;
+  /// After the last tile: everything on its way to the file (not yet fsynced).
+  virtual void finish() = 0;
+};
+
 }  // namespace ooc::detail

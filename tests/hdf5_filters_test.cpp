@@ -187,3 +187,24 @@ TEST_CASE("lzf decodes literal runs and back references, and refuses what points
   const std::vector<std::byte> short_literal{std::byte{5}, std::byte{'a'}};
   CHECK_THROWS_AS(f::lzf_decompress(short_literal, out.data(), out.size()), f::FilterError);
 }
+
+TEST_CASE("what encode writes, decode reads back, for every pipeline ooc writes") {
+  const std::vector<std::vector<f::Filter>> pipelines{
+      {{f::kDeflate, {1}}},
+      {{f::kShuffle, {}}, {f::kDeflate, {9}}},
+      {{f::kLz4, {}}},
+      {{f::kShuffle, {}}, {f::kLz4, {}}},
+      {{f::kBlosc, {2, 2, 4, 0, 5, 1, 5}}},  // zstd, shuffle
+      {{f::kBlosc, {2, 2, 4, 0, 1, 0, 1}}},  // lz4, no shuffle
+  };
+  std::vector<std::byte> noise(9999);
+  std::mt19937 rng(9);
+  for (auto& b : noise) b = std::byte(rng());
+  for (const auto& data : {sample(40000, 6), noise, std::vector<std::byte>(4)})
+    for (const auto& pipeline : pipelines) {
+      f::Scratch scratch;
+      std::vector<std::byte> stored;
+      f::encode(data, pipeline, 4, scratch, stored);
+      CHECK(decode(stored, pipeline, 4, data.size()) == data);
+    }
+}

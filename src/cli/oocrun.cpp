@@ -2,6 +2,8 @@
 
 #include "cli/job.hpp"
 #include "cli/options.hpp"
+#include "format/hdf5.hpp"
+#include "mapped_array_access.hpp"
 #include "ooc/ooc.hpp"
 
 #include <CLI/CLI.hpp>
@@ -29,6 +31,15 @@ namespace {
 
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
+
+// -o FILE.h5:/x --chunks N|auto --compression C --shuffle: a chunked, compressed output.
+struct ChunkedOutput {
+  std::string chunks;       // "" (not asked), "auto" or a row count
+  std::string compression;  // "" or gzip[:LEVEL], lz4, blosc[:CODEC[:LEVEL]]
+  bool shuffle = false;
+  bool asked() const { return !chunks.empty() || !compression.empty() || shuffle; }
+};
+ChunkedOutput g_chunked;
 
 struct Common {
   int threads = 0;
@@ -294,6 +305,29 @@ int run_info(const std::string& path, bool json) {
   return 0;
 }
 
+// The output of apply or eval: chunked and compressed when asked, else the job's own.
+ooc::MappedArray make_output(const ooc::cli::Job& job, const std::string& path, ooc::DType dtype,
+                             const ooc::MappedArray* like, const ooc::Shape& shape, ooc::Order order, bool overwrite) {
+  if (!g_chunked.asked())
+    return like ? job.create_output(path, dtype, *like, overwrite) : ooc::create_array(path, dtype, shape, order, overwrite);
+  if (!ooc::hdf5::split(path))
+    throw ooc::UsageError(path, "--chunks, --compression and --shuffle make HDF5 datasets: name the output FILE.h5:/dataset");
+  if (job.spans_ranks()) throw ooc::UsageError(path, "--chunks/--compression outputs are written by one process, not under mpirun");
+  ooc::hdf5::Compression how;
+  if (!g_chunked.compression.empty()) ooc::hdf5::parse_compression(g_chunked.compression, how);
+  how.shuffle = g_chunked.shuffle;
+  if (!g_chunked.chunks.empty() && g_chunked.chunks != "auto") {
+    const std::string& t = g_chunked.chunks;
+    if (t.empty() || t.size() > 15 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoll(t) == 0)
+      throw ooc::UsageError("", "--chunks " + t + ": give a number of rows (of the first axis) or auto");
+    how.chunk_rows = std::stoll(t);
+  }
+  if (order == ooc::Order::fortran && shape.size() > 1)
+    throw ooc::UsageError(path, "HDF5 datasets are C order: a Fortran-order result cannot be written to one");
+  return ooc::detail::MappedArrayAccess::create_compressed_hdf5(path, dtype, shape, overwrite, how);
+}
+
 int run_apply(const ooc::cli::Job& job, const Common& common, const std::string& op_spec, const std::string& path,
               const std::string& out_path, bool in_place, bool no_journal, bool json) {
   const auto op = ooc::kernels::ElementwiseOp::parse(op_spec);
@@ -358,7 +392,8 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
     if (std::filesystem::equivalent(path, out_path, ec))
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
     ooc::check_not_in_place(a);
-    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype(), a.ndim()), a, common.overwrite);
+    ooc::MappedArray out =
+        make_output(job, out_path, op.result_dtype(a.dtype(), a.ndim()), &a, a.shape(), a.order(), common.overwrite);
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
     job.apply(op, a, out, options);
@@ -605,7 +640,8 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
       if (std::filesystem::equivalent(a.path(), out_path, ec))
         throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
     }
-    out.emplace(ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite));
+    out.emplace(make_output(job, out_path, expression.dtype(), nullptr, expression.shape(), expression.order(),
+                            common.overwrite));
   }
   try {
     if (expression.reduction()) {
@@ -706,6 +742,11 @@ int main(int argc, char** argv) {
       ->needs(in_place_flag);
   apply->add_flag("--json", json, "print one JSON object describing the result");
   apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
+  for (CLI::App* sub : {apply}) {
+    sub->add_option("--chunks", g_chunked.chunks, "HDF5 output: chunks of N rows (first axis), or auto (about 1 MiB)");
+    sub->add_option("--compression", g_chunked.compression, "HDF5 output: gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+    sub->add_flag("--shuffle", g_chunked.shuffle, "HDF5 output: byte shuffle before compressing");
+  }
 
   ReduceArgs reduce_args;
   CLI::App* reduce = app.add_subcommand(
@@ -730,6 +771,9 @@ int main(int argc, char** argv) {
   eval->add_option("-o,--output", out_path, "write the result to path.npy or file.h5:/dataset");
   eval->add_flag("--json", json, "print one JSON object");
   eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
+  eval->add_option("--chunks", g_chunked.chunks, "HDF5 output: chunks of N rows (first axis), or auto (about 1 MiB)");
+  eval->add_option("--compression", g_chunked.compression, "HDF5 output: gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+  eval->add_flag("--shuffle", g_chunked.shuffle, "HDF5 output: byte shuffle before compressing");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
 

@@ -111,7 +111,105 @@ void unshuffle_fixed(const std::byte* in, std::byte* out, std::size_t n) {
   }
 }
 
+// One libdeflate compressor per thread and level.
+libdeflate_compressor* compressor(int level) {
+  struct Owner {
+    libdeflate_compressor* c[13] = {};
+    ~Owner() {
+      for (auto* p : c)
+        if (p) libdeflate_free_compressor(p);
+    }
+  };
+  thread_local Owner owner;
+  level = std::clamp(level, 0, 12);
+  if (owner.c[level] == nullptr) owner.c[level] = libdeflate_alloc_compressor(level);
+  if (owner.c[level] == nullptr) throw std::bad_alloc();
+  return owner.c[level];
+}
+
 }  // namespace
+
+void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipeline, std::size_t item,
+            Scratch& scratch, std::vector<std::byte>& out) {
+  std::span<const std::byte> current = elements;
+  int holder = 0;  // 0: `elements`, 1: scratch.a, 2: scratch.b
+  for (const Filter& f : pipeline) {
+    std::vector<std::byte>& v = holder == 1 ? scratch.b : scratch.a;
+    const int next = holder == 1 ? 2 : 1;
+    const std::size_t n = current.size();
+    std::size_t size = 0;
+    switch (f.id) {
+      case kShuffle: {
+        const std::size_t k = !f.values.empty() && f.values[0] > 0 ? f.values[0] : item;
+        if (v.size() < n) v.resize(n);
+        const std::size_t count = k > 1 ? n / k : 0;
+        if (count <= 1) {
+          if (n > 0) std::memcpy(v.data(), current.data(), n);
+        } else {
+          for (std::size_t j = 0; j < k; ++j)
+            for (std::size_t i = 0; i < count; ++i) v[j * count + i] = current[i * k + j];
+          if (n > count * k) std::memcpy(v.data() + count * k, current.data() + count * k, n - count * k);
+        }
+        size = n;
+        break;
+      }
+      case kDeflate: {
+        libdeflate_compressor* c = compressor(f.values.empty() ? 6 : static_cast<int>(f.values[0]));
+        const std::size_t bound = libdeflate_zlib_compress_bound(c, n);
+        if (v.size() < bound) v.resize(bound);
+        size = libdeflate_zlib_compress(c, current.data(), n, v.data(), bound);
+        if (size == 0) throw FilterError("deflate could not compress a chunk");
+        break;
+      }
+      case kLz4: {  // one block (the filter's default block is 1 GiB), stored as is when it does not shrink
+        if (n > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE)) throw FilterError("chunk too large for lz4");
+        const std::size_t bound = 16 + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(n)));
+        if (v.size() < bound) v.resize(bound);
+        auto put32 = [&](std::size_t at, std::uint64_t x) {
+          for (int b = 0; b < 4; ++b) v[at + b] = std::byte((x >> (8 * (3 - b))) & 0xff);
+        };
+        put32(0, static_cast<std::uint64_t>(n) >> 32);
+        put32(4, n & 0xffffffffu);
+        put32(8, n);
+        if (n == 0) {
+          size = 12;
+          break;
+        }
+        const int c = LZ4_compress_default(reinterpret_cast<const char*>(current.data()),
+                                           reinterpret_cast<char*>(v.data() + 16), static_cast<int>(n),
+                                           static_cast<int>(bound - 16));
+        if (c <= 0 || static_cast<std::size_t>(c) >= n) {
+          put32(12, n);
+          std::memcpy(v.data() + 16, current.data(), n);
+          size = 16 + n;
+        } else {
+          put32(12, static_cast<std::size_t>(c));
+          size = 16 + static_cast<std::size_t>(c);
+        }
+        break;
+      }
+      case kBlosc: {
+        const int level = f.values.size() > 4 ? static_cast<int>(f.values[4]) : 5;
+        const int shuffle = f.values.size() > 5 ? static_cast<int>(f.values[5]) : 1;
+        const char* codec = "blosclz";
+        if (f.values.size() > 6 && blosc_compcode_to_compname(static_cast<int>(f.values[6]), &codec) < 0)
+          throw FilterError("unknown blosc codec " + std::to_string(f.values[6]));
+        const std::size_t bound = n + BLOSC_MAX_OVERHEAD;
+        if (v.size() < bound) v.resize(bound);
+        const int c = blosc_compress_ctx(level, shuffle, item, n, current.data(), v.data(), bound, codec, 0, 1);
+        if (c <= 0) throw FilterError("blosc could not compress a chunk");
+        size = static_cast<std::size_t>(c);
+        break;
+      }
+      default: throw FilterError("filter " + std::to_string(f.id) + " is not one ooc encodes");
+    }
+    current = std::span<const std::byte>(v.data(), size);
+    holder = next;
+  }
+  out.assign(current.begin(), current.end());
+}
+
+int blosc_codec_number(const char* name) { return blosc_compname_to_compcode(name); }
 
 bool decodable(unsigned id) {
   return id == kDeflate || id == kShuffle || id == kFletcher32 || id == kLzf || id == kBlosc || id == kLz4;

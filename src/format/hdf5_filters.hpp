@@ -47,6 +47,17 @@ struct Scratch {
 const std::byte* decode(std::span<const std::byte> stored, const std::vector<Filter>& pipeline, std::size_t item,
                         std::size_t chunk_bytes, Scratch& scratch, std::byte* direct = nullptr, std::uint32_t mask = 0);
 
+/// Encodes one chunk of `elements` (of `item` bytes each, the chunk's full size) through
+/// `pipeline` (filters in the order they apply: shuffle, then deflate, lz4 or blosc) into
+/// `out`, as HDF5 and the plugins write it: what decode() undoes and h5py reads. Deflate's
+/// level is values[0]; blosc's values are the filter's own (4: level, 5: shuffle, 6:
+/// codec number). Throws FilterError for a filter it does not encode.
+void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipeline, std::size_t item,
+            Scratch& scratch, std::vector<std::byte>& out);
+
+/// Blosc's number for a codec name ("lz4", "zstd", ...), or -1.
+int blosc_codec_number(const char* name);
+
 // The pieces, for tests.
 /// HDF5's Fletcher-32 (H5_checksum_fletcher32).
 std::uint32_t fletcher32(const std::byte* data, std::size_t size);

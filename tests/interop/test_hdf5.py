@@ -363,6 +363,103 @@ class CodecReadTest(Hdf5Case):
         self.assertIn(f"{stored} of {a.nbytes} bytes stored", text)
 
 
+class CompressedWriteTest(Hdf5Case):
+    """-o FILE.h5:/x --chunks --compression --shuffle: chunks compressed on the kernel
+    threads, written in order; h5py reads back exactly what was written."""
+
+    OPTIONS = [["--compression", "gzip"], ["--compression", "gzip:1", "--shuffle"], ["--compression", "lz4"],
+               ["--compression", "lz4", "--shuffle", "--chunks", "3"], ["--compression", "blosc:zstd:1", "--shuffle"],
+               ["--compression", "blosc"], ["--compression", "blosc:blosclz:9", "--chunks", "auto"],
+               ["--shuffle", "--chunks", "5"], ["--chunks", "7"]]
+    H5PY = {"gzip": "gzip", "lz4": str(LZ4), "blosc": str(BLOSC)}
+
+    def test_every_dtype_and_codec_reads_back_bit_for_bit_in_h5py(self):
+        shapes = [(10007,), (203, 77), (23, 19, 31)]
+        out = self.tmp.file("out.h5")
+        cases = [(dtype, i) for i, dtype in enumerate(DTYPES)]
+        for dtype, i in cases[::3] if SANITIZED else cases:
+            a = sample(dtype, shapes[i % len(shapes)], seed=i)
+            src = self.tmp.save(f"in{i}.npy", a)
+            options = self.OPTIONS[i % len(self.OPTIONS)]
+            for extra in ([], ["--tile-bytes", "8K", "--threads", "3"]):
+                with self.subTest(dtype=dtype, options=options, extra=extra):
+                    run("apply", f"cast:{a.dtype.str}", src, "-o", f"{out}:/g/x", "--overwrite", "--quiet", *options, *extra)
+                    with h5py.File(out, "r") as f:
+                        d = f["/g/x"]
+                        self.assertEqual(d.dtype, a.dtype)
+                        self.assertEqual(d[()].tobytes(), a.tobytes())
+                        self.assertIsNotNone(d.chunks)
+                        if "--chunks" in options and options[options.index("--chunks") + 1].isdigit():
+                            self.assertEqual(d.chunks, (int(options[options.index("--chunks") + 1]),) + a.shape[1:])
+                        self.assertEqual(d.shuffle, "--shuffle" in options and "blosc" not in " ".join(options))
+                        self.assertEqual(list(f.keys()), ["g"], "a hidden dataset was left behind")
+                    # ooc reads it back too (its own decoders)
+                    self.assertTrue(same_scalar(run_json("reduce", "max", f"{out}:/g/x")["value"], a.max()))
+
+    def test_eval_writes_a_compressed_dataset_and_keeps_the_files_other_objects(self):
+        path = self.tmp.file("e.h5")
+        a = sample("<f8", (3001, 7), seed=3)
+        with h5py.File(path, "w") as f:
+            f["a"] = a
+            f["keep"] = np.arange(5)
+            f["keep"].attrs["note"] = "kept"
+        before = {k: v for k, v in contents(path).items() if k not in ("/r",)}
+        run("eval", "a * 2 + 1", f"a={path}:/a", "-o", f"{path}:/r", "--compression", "gzip:6", "--shuffle",
+            "--chunks", "100", "--tile-bytes", "16K", "--quiet")
+        with h5py.File(path, "r") as f:
+            self.assertEqual(f["r"].chunks, (100, 7))
+            self.assertEqual(f["r"].compression, "gzip")
+            self.assertTrue(same_bits(f["r"][()], a * 2 + 1))
+        after = contents(path)
+        for k, v in before.items():
+            self.assertEqual(str(after[k]), str(v), k)
+
+    def test_a_failed_run_leaves_no_file_and_no_hidden_dataset(self):
+        src = self.tmp.file("src.h5")
+        with h5py.File(src, "w") as f:
+            f.create_dataset("g", data=np.arange(300_000.0), chunks=(10_000,), compression="gzip")
+        self.damage_chunk(src, "g", 23)
+        new = self.tmp.file("new.h5")
+        proc = run("apply", "add-one", f"{src}:/g", "-o", f"{new}:/x", "--compression", "lz4", "--tile-bytes", "64K",
+                   check=False)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("chunk (23,)", proc.stderr)
+        self.assertFalse(os.path.exists(new))
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["src.h5"])
+        existing = self.tmp.file("existing.h5")
+        with h5py.File(existing, "w") as f:
+            f["other"] = np.arange(3)
+        proc = run("apply", "add-one", f"{src}:/g", "-o", f"{existing}:/x", "--compression", "gzip", check=False)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        with h5py.File(existing, "r") as f:
+            self.assertEqual(list(f.keys()), ["other"])
+
+    def damage_chunk(self, path, name, chunk):
+        with h5py.File(path, "r") as f:
+            info = f[name].id.get_chunk_info(chunk)
+        with open(path, "r+b") as f:
+            f.seek(info.byte_offset + info.size // 2)
+            f.write(b"\xff" * 64)
+
+    def test_bad_options_are_usage_errors(self):
+        src = self.tmp.save("a.npy", np.arange(10.0))
+        for args, words in [
+            (["-o", self.tmp.file("o.npy"), "--compression", "gzip"], ["HDF5"]),
+            (["-o", self.tmp.file("o.h5") + ":/x", "--compression", "zip"], ["gzip[:LEVEL]"]),
+            (["-o", self.tmp.file("o.h5") + ":/x", "--compression", "gzip:12"], ["level"]),
+            (["-o", self.tmp.file("o.h5") + ":/x", "--compression", "blosc:brotli"], ["blosclz"]),
+            (["-o", self.tmp.file("o.h5") + ":/x", "--chunks", "0"], ["--chunks"]),
+            (["-o", self.tmp.file("o.h5") + ":/x", "--chunks", "many"], ["--chunks"]),
+        ]:
+            proc = run("apply", "add-one", src, *args, check=False)
+            with self.subTest(args=args):
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                for w in words:
+                    self.assertIn(w, proc.stderr)
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy"])
+
+
 class WriteTest(Hdf5Case):
     def test_outputs_are_datasets_h5py_reads_with_numpys_values(self):
         src = self.tmp.file("src.h5")

@@ -52,6 +52,7 @@ struct MappedArray::Impl {
   std::byte* data = nullptr;  // first byte of element window.begin
   std::filesystem::path temp_path;  // a new file's temporary name until commit
   std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
+  std::unique_ptr<detail::TileWriter> writer;  // for an output written tile by tile (compressed HDF5)
   // When the bytes are another array's (a selection's source, the target of an HDF5
   // external link): its name, and its file when `fd` is not open on it.
   std::string source_path;
@@ -63,6 +64,7 @@ struct MappedArray::Impl {
   std::function<void()> discard;
 
   ~Impl() {
+    writer.reset();  // lets go of the file before it is removed
     if (discard) {
       watch = os::ShrinkWatch();
       region = bip::mapped_region();
@@ -183,6 +185,7 @@ void MappedArray::commit() {
   Impl& m = *impl_;
   if (!m.writable) return;
   check_intact();  // zeros stand where the file's bytes were: nothing of it may be kept
+  if (m.writer) m.writer->finish();
   if (m.region.get_size() > 0 && !m.region.flush(0, 0, /*async=*/false))
     throw Error(m.path, "flushing the mapped data failed");
   os::sync_file(m.fd.get(), m.path);
@@ -455,6 +458,8 @@ std::vector<ArrayEntry> describe(const std::string& path) {
     e.type = d.type_text;
     e.layout = d.layout;
     e.filters = d.filters;
+    e.chunks = d.chunks;
+    e.stored_bytes = d.stored_bytes;
     e.readable = d.readable;
     e.mappable = d.mappable;
     e.why_not_mappable = d.why_not_mappable;
@@ -523,6 +528,38 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
 }
 
 TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader.get(); }
+TileWriter* MappedArrayAccess::writer(const MappedArray& array) { return array.impl_->writer.get(); }
+
+MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, DType dtype, const Shape& shape,
+                                                     bool overwrite, const hdf5::Compression& how) {
+  const auto where = hdf5::split(path);
+  if (!where) throw UsageError(path, "--chunks and --compression make HDF5 datasets: name the output FILE.h5:/dataset");
+  auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
+  const std::string file = output_target(where->file);
+  if (std::filesystem::exists(file)) {
+    if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
+    if (const std::string other = hdf5::elsewhere(file, where->dataset); !other.empty())
+      throw UsageError(path, "leads through an external link to " + other +
+                                 ", in another file: ooc writes only into the file it names");
+    const std::string kind = hdf5::existing_kind(file, where->dataset);
+    if (!kind.empty() && kind != "dataset")
+      throw UsageError(path, "is a " + kind + ", not a dataset: name a new dataset (--overwrite replaces only a dataset)");
+    if (!kind.empty() && !overwrite) throw UsageError(path, "dataset already exists (--overwrite replaces it)");
+    // Written under a hidden name and renamed when complete, as an uncompressed output.
+    const std::string temp = "/.ooc-" + random_suffix();
+    const std::string final_name = where->dataset;
+    impl->discard = [file, temp] { hdf5::delete_dataset(file, temp); };
+    impl->writer = hdf5::create_compressed(file, temp, dtype, shape, how);
+    impl->publish = [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); };
+    impl->fd = os::open_existing(file, true);
+  } else {
+    std::filesystem::path temp;
+    impl->create_beside(file, temp);
+    impl->writer = hdf5::create_compressed(temp.string(), where->dataset, dtype, shape, how);
+  }
+  impl->window = ElementRange{0, impl->info.size()};
+  return MappedArray(std::move(impl));
+}
 
 MappedArray MappedArrayAccess::read_by(std::string path, ArrayInfo info, std::string source, os::UniqueFd fd,
                                        std::unique_ptr<TileReader> reader) {

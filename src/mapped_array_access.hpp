@@ -2,6 +2,7 @@
 // What the pipeline and the in-place journal need of a MappedArray beyond its public
 // face: page advice over element ranges, syncing, the file descriptor.
 
+#include "format/hdf5.hpp"
 #include "ooc/mapped_array.hpp"
 #include "os/file.hpp"
 #include "os/memory.hpp"
@@ -24,6 +25,8 @@ class MappedArrayAccess {
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
   /// The reader of an array that is not mapped.
   static TileReader* reader(const MappedArray& array);
+  /// The writer of an output that is not mapped (a compressed HDF5 dataset), or null.
+  static TileWriter* writer(const MappedArray& array);
   /// The descriptor the array was opened and mapped from (locks, identity, fsync), and
   /// the same file opened again with O_DIRECT (nothing where the file system refuses).
   static int fd(const MappedArray& array);
@@ -50,6 +53,10 @@ class MappedArrayAccess {
   /// source()), whose file `fd` is open on (locks, identity).
   static MappedArray read_by(std::string path, ArrayInfo info, std::string source, os::UniqueFd fd,
                              std::unique_ptr<TileReader> reader);
+  /// A new HDF5 dataset (`path` is FILE.h5:/name), chunked and compressed as `how` says,
+  /// written tile by tile by its writer and hidden until commit(), as create_hdf5's.
+  static MappedArray create_compressed_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite,
+                                            const hdf5::Compression& how);
   /// The temporary file a pending output from create_npy is written to until commit().
   static std::filesystem::path pending_path(const MappedArray& array);
   /// Maps `window` of the pending output `temp` that another process created (an MPI

@@ -35,7 +35,12 @@ struct Streams::Impl {
     // Tile i always commits before tile i + slots enters, so no buffer is ever shared.
     std::vector<detail::AlignedBuffer> buffers;
     std::vector<const std::byte*> starts;  // where each buffer's tile begins
-    bool buffered() const { return reader != nullptr || writer != nullptr; }
+    // A staged reader's raw bytes for each tile in flight, by slot as the buffers.
+    std::vector<std::unique_ptr<detail::Fetched>> fetched;
+    // Written by a tile writer (a compressed HDF5 dataset): each slot's encoded tile.
+    detail::TileWriter* sink = nullptr;
+    std::vector<std::unique_ptr<detail::Fetched>> encoded;
+    bool buffered() const { return reader != nullptr || writer != nullptr || sink != nullptr; }
   };
 
   const TilePlan& plan;
@@ -66,6 +71,8 @@ struct Streams::Impl {
   void make_buffers(Stream& s) {
     s.buffers.resize(slots);
     s.starts.assign(slots, nullptr);
+    s.fetched.resize(slots);
+    s.encoded.resize(slots);
   }
 
   const Stream& find(const MappedArray& array) const {
@@ -112,6 +119,11 @@ void Streams::add_output(const MappedArray& array) {
   const bool in_place = std::any_of(impl_->streams.begin(), impl_->streams.end(),
                                     [&](const auto& s) { return s->array == &array; });
   Impl::Stream& s = impl_->add(array, true);
+  if (detail::TileWriter* sink = MappedArrayAccess::writer(array); sink != nullptr && !in_place) {
+    s.sink = sink;
+    impl_->make_buffers(s);
+    return;
+  }
   // Only an output this process writes whole: an MPI rank's part shares its edge pages
   // with the neighbours' mappings, and O_DIRECT must not write under a mapped page.
   const bool whole = array.window().size() == array.size();
@@ -135,7 +147,7 @@ const std::byte* Streams::input(const MappedArray& array, const Tile& tile) cons
 
 std::byte* Streams::output(const MappedArray& array, const Tile& tile) const {
   const Impl::Stream& s = impl_->find(array);
-  if (s.writer) return const_cast<std::byte*>(s.starts[tile.index % impl_->slots]);
+  if (s.writer || s.sink) return const_cast<std::byte*>(s.starts[tile.index % impl_->slots]);
   return MappedArrayAccess::writable_data(array) +
          static_cast<std::size_t>(tile.begin - array.window().begin) * static_cast<std::size_t>(array.dtype().itemsize());
 }
@@ -144,8 +156,13 @@ void Streams::prefetch(std::size_t position) {
   Impl& m = *impl_;
   const Tile tile = m.plan[position];
   const std::size_t slot = tile.index % m.slots;
-  for (auto& s : m.streams)
-    if (s->reader && !s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+  for (auto& s : m.streams) {
+    if (!s->reader) continue;
+    if (s->reader->staged())  // raw reads here, decoding on the kernel threads (acquire)
+      s->fetched[slot] = s->reader->fetch(tile.begin, tile.end, std::move(s->fetched[slot]), s->buffers[slot]);
+    else if (!s->reader->concurrent())
+      s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+  }
   const std::size_t horizon = std::min(m.plan.size(), position + m.depth + 1);
   for (; m.advised < horizon; ++m.advised) {
     const Tile ahead = m.plan[m.advised];
@@ -161,8 +178,16 @@ void Streams::acquire(const Tile& tile) {
   Impl& m = *impl_;
   const std::size_t slot = tile.index % m.slots;
   for (auto& s : m.streams) {
-    if (s->reader && s->reader->concurrent()) s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
+    if (s->reader && s->reader->staged())
+      s->starts[slot] = s->reader->decode(tile.begin, tile.end, *s->fetched[slot], s->buffers[slot]);
+    else if (s->reader && s->reader->concurrent())
+      s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
     if (s->writer) s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
+    if (s->sink) {
+      s->buffers[slot].ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, tile.end - tile.begin)) *
+                              static_cast<std::size_t>(s->array->dtype().itemsize()));
+      s->starts[slot] = s->buffers[slot].data();
+    }
     if (m.populate && !s->output && !s->buffered())
       MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_read);
     // A mapped output's pages made writable in one call rather than one write fault
@@ -170,6 +195,13 @@ void Streams::acquire(const Tile& tile) {
     if (s->output && !s->buffered())
       MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_write);
   }
+}
+
+void Streams::produced(const Tile& tile) {
+  Impl& m = *impl_;
+  const std::size_t slot = tile.index % m.slots;
+  for (auto& s : m.streams)
+    if (s->sink) s->encoded[slot] = s->sink->encode(tile.begin, tile.end, s->starts[slot], std::move(s->encoded[slot]));
 }
 
 void Streams::check_intact() const {
@@ -182,6 +214,11 @@ void Streams::release(std::size_t position) {
   for (auto& s : m.streams) {
     if (s->writer) {
       s->writer->write(tile.begin, tile.end, s->buffers[tile.index % m.slots]);
+      continue;
+    }
+    if (s->sink) {
+      const std::size_t slot = tile.index % m.slots;
+      s->sink->write(tile.begin, tile.end, s->starts[slot], s->encoded[slot].get());
       continue;
     }
     if (s->reader) {
@@ -197,8 +234,10 @@ void Streams::release(std::size_t position) {
 }
 
 void Streams::finish() {
-  for (auto& s : impl_->streams)
+  for (auto& s : impl_->streams) {
     if (s->writer) s->writer->finish();
+    if (s->sink) s->sink->finish();
+  }
 }
 
 int resolve_threads(int requested) {
@@ -265,6 +304,7 @@ void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineO
                   streams.acquire(tile);
                   if (options.journal != nullptr) options.journal->before_write(tile);
                   results[position % tokens] = kernel(tile);
+                  streams.produced(tile);
                   return position;
                 }) &
             tbb::make_filter<std::size_t, void>(

@@ -35,6 +35,12 @@ class AlignedBuffer {
   std::size_t size_ = 0;
 };
 
+/// What a staged reader's fetch() gathered for one tile (raw, still compressed chunks),
+/// for its decode(); each reader keeps its own kind. Reused tile after tile.
+struct Fetched {
+  virtual ~Fetched() = default;
+};
+
 class TileReader {
  public:
   virtual ~TileReader() = default;
@@ -44,6 +50,22 @@ class TileReader {
   /// True if reads may run on several threads at once (on the kernel threads); false
   /// for readers that must be called from the serial prefetch stage.
   virtual bool concurrent() const = 0;
+  /// True for a reader whose reads split in two: fetch() in the serial prefetch stage
+  /// (what must run one call at a time: raw chunk reads through HDF5), then decode() on
+  /// a kernel thread, concurrently with other tiles' (decompression). The pipeline calls
+  /// these instead of read(); read() still works, as fetch() then decode().
+  virtual bool staged() const { return false; }
+  /// Serial: gathers what decode(begin, end, ...) needs into `reuse` (made anew when
+  /// null) and returns it. It may also read the tile into `buffer` itself.
+  virtual std::unique_ptr<Fetched> fetch(std::int64_t /*begin*/, std::int64_t /*end*/, std::unique_ptr<Fetched> reuse,
+                                         AlignedBuffer& /*buffer*/) {
+    return reuse;
+  }
+  /// Concurrent: turns what fetch() gathered into elements [begin, end) in `buffer`, as
+  /// read() would; returns where element `begin` is.
+  virtual const std::byte* decode(std::int64_t begin, std::int64_t end, Fetched& /*fetched*/, AlignedBuffer& buffer) {
+    return read(begin, end, buffer);
+  }
   /// Called from the prefetch stage a few tiles ahead of read(begin, end): a reader
   /// that reads through a mapping can advise the pages it will touch.
   virtual void will_need(std::int64_t /*begin*/, std::int64_t /*end*/) {}
@@ -51,6 +73,23 @@ class TileReader {
   /// that reads through a mapping lets go of the pages only they needed, so that memory
   /// stays bounded by the tiles in flight, as for a mapped array.
   virtual void release(std::int64_t /*begin*/, std::int64_t /*end*/) {}
+};
+
+/// How the pipeline writes an output it does not write through a mapping or O_DIRECT (a
+/// chunked, compressed HDF5 dataset): the kernel writes each tile into a buffer, encode()
+/// compresses what it can of it on the kernel thread, write() stores it in tile order in
+/// the serial commit stage.
+class TileWriter {
+ public:
+  virtual ~TileWriter() = default;
+  /// Concurrent, after the kernel wrote elements [begin, end) to `tile`: the work that
+  /// may run on any thread (compressing the chunks the tile holds whole).
+  virtual std::unique_ptr<Fetched> encode(std::int64_t begin, std::int64_t end, const std::byte* tile,
+                                          std::unique_ptr<Fetched> reuse) = 0;
+  /// Serial, in tile order: stores what encode() made, and the chunks tile boundaries cut.
+  virtual void write(std::int64_t begin, std::int64_t end, const std::byte* tile, Fetched* encoded) = 0;
+  /// After the last tile: everything on its way to the file (not yet fsynced).
+  virtual void finish() = 0;
 };
 
 }  // namespace ooc::detail

@@ -165,6 +165,8 @@ struct ArrayEntry {
   std::string type;              // numpy's name of the dtype, or what the type is ("string")
   std::string layout = "contiguous";      // HDF5: contiguous, chunked, compact, virtual
   std::vector<std::string> filters;       // HDF5: deflate, shuffle, ...
+  std::vector<std::int64_t> chunks;       // HDF5: chunk shape of a chunked dataset, else empty
+  std::uint64_t stored_bytes = 0;         // HDF5: bytes its data takes in the file
   bool readable = true;          // ooc reads it (mapped, or tile by tile)
   bool mappable = true;
   std::string why_not_mappable;

@@ -90,6 +90,8 @@ class Streams {
   const std::byte* input(const MappedArray& array, const Tile& tile) const;
   /// Where the kernel writes `array`'s elements from tile.begin on.
   std::byte* output(const MappedArray& array, const Tile& tile) const;
+  /// Kernel stage, after the tile's kernel: outputs written by a tile writer encode it.
+  void produced(const Tile& tile);
   /// Serial commit stage, before anything of a tile is committed: throws ooc::Error if a
   /// file behind one of the arrays shrank while the tiles so far were read or written.
   void check_intact() const;

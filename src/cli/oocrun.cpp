@@ -5,6 +5,7 @@
 #include "cli/options.hpp"
 #include "cli/text.hpp"
 #include "format/hdf5.hpp"
+#include "mapped_array_access.hpp"
 #include "ooc/ooc.hpp"
 
 #include <CLI/CLI.hpp>
@@ -35,6 +36,15 @@ constexpr int kExitUsage = 2;
 constexpr const char* kJsonHelp =
     "print one JSON object (RFC 8259: NaN, inf, -inf as the strings \"NaN\", \"Infinity\", \"-Infinity\"); "
     "stderr then carries errors only";
+
+// -o FILE.h5:/x --chunks N|auto --compression C --shuffle: a chunked, compressed output.
+struct ChunkedOutput {
+  std::string chunks;       // "" (not asked), "auto" or a row count
+  std::string compression;  // "" or gzip[:LEVEL], lz4, blosc[:CODEC[:LEVEL]]
+  bool shuffle = false;
+  bool asked() const { return !chunks.empty() || !compression.empty() || shuffle; }
+};
+ChunkedOutput g_chunked;
 
 struct Common {
   int threads = 0;
@@ -241,6 +251,12 @@ void shape_json(ooc::cli::Json& j, const ooc::Shape& shape) {
   j.end_array();
 }
 
+// Logical bytes against the bytes stored in the file, for an HDF5 dataset with storage.
+std::optional<double> compression_ratio(const ooc::ArrayEntry& e) {
+  if (!e.supported || e.stored_bytes == 0) return std::nullopt;
+  return static_cast<double>(e.info.nbytes()) / static_cast<double>(e.stored_bytes);
+}
+
 void entry_json(ooc::cli::Json& j, const ooc::ArrayEntry& e) {
   const ooc::ArrayInfo& info = e.info;
   j.begin_object().member("path", e.path).member("format", info.format);
@@ -259,7 +275,13 @@ void entry_json(ooc::cli::Json& j, const ooc::ArrayEntry& e) {
   if (info.format == "hdf5") {
     j.member("layout", e.layout).key("filters").begin_array();
     for (const std::string& f : e.filters) j.string(f);
-    j.end_array().member("readable", e.readable).member("mappable", e.mappable);
+    j.end_array().key("chunks");
+    if (e.chunks.empty()) j.null();
+    else shape_json(j, e.chunks);
+    j.member("stored_bytes", static_cast<std::uint64_t>(e.stored_bytes)).key("compression_ratio");
+    if (const auto ratio = compression_ratio(e)) j.number(*ratio);
+    else j.null();
+    j.member("readable", e.readable).member("mappable", e.mappable);
     j.member("why_not_mappable", e.why_not_mappable);
   }
   j.end_object();
@@ -278,6 +300,12 @@ std::string entry_text(const ooc::ArrayEntry& e) {
   } else {
     out << ", " << e.layout;
     for (const std::string& f : e.filters) out << "+" << f;
+    if (!e.chunks.empty()) out << ", chunks " << ooc::shape_repr(e.chunks);
+    if (const auto ratio = compression_ratio(e); ratio && !e.filters.empty()) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.2f", *ratio);
+      out << ", compression " << text << "x (" << e.stored_bytes << " of " << e.info.nbytes() << " bytes stored)";
+    }
     out << (e.mappable ? ", mapped" : e.readable ? ", streamed (" + e.why_not_mappable + ")"
                                                 : ", not readable: " + e.why_not_mappable);
   }
@@ -303,6 +331,29 @@ int run_info(const std::string& path, bool json) {
     for (const ooc::ArrayEntry& e : entries) std::cout << entry_text(e) << "\n";
   }
   return 0;
+}
+
+// The output of apply or eval: chunked and compressed when asked, else the job's own.
+ooc::MappedArray make_output(const ooc::cli::Job& job, const std::string& path, ooc::DType dtype,
+                             const ooc::MappedArray* like, const ooc::Shape& shape, ooc::Order order, bool overwrite) {
+  if (!g_chunked.asked())
+    return like ? job.create_output(path, dtype, *like, overwrite) : ooc::create_array(path, dtype, shape, order, overwrite);
+  if (!ooc::hdf5::split(path))
+    throw ooc::UsageError(path, "--chunks, --compression and --shuffle make HDF5 datasets: name the output FILE.h5:/dataset");
+  if (job.spans_ranks()) throw ooc::UsageError(path, "--chunks/--compression outputs are written by one process, not under mpirun");
+  ooc::hdf5::Compression how;
+  if (!g_chunked.compression.empty()) ooc::hdf5::parse_compression(g_chunked.compression, how);
+  how.shuffle = g_chunked.shuffle;
+  if (!g_chunked.chunks.empty() && g_chunked.chunks != "auto") {
+    const std::string& t = g_chunked.chunks;
+    if (t.empty() || t.size() > 15 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoll(t) == 0)
+      throw ooc::UsageError("", "--chunks " + t + ": give a number of rows (of the first axis) or auto");
+    how.chunk_rows = std::stoll(t);
+  }
+  if (order == ooc::Order::fortran && shape.size() > 1)
+    throw ooc::UsageError(path, "HDF5 datasets are C order: a Fortran-order result cannot be written to one");
+  return ooc::detail::MappedArrayAccess::create_compressed_hdf5(path, dtype, shape, overwrite, how);
 }
 
 int run_apply(const ooc::cli::Job& job, const Common& common, const std::string& op_spec, const std::string& path,
@@ -375,7 +426,8 @@ int run_apply(const ooc::cli::Job& job, const Common& common, const std::string&
       throw ooc::UsageError(out_path, "output is the input file; use --in-place to modify it");
     ooc::check_not_in_place(a);
     g_cancel_note = "; no output written";
-    ooc::MappedArray out = job.create_output(out_path, op.result_dtype(a.dtype(), a.ndim()), a, common.overwrite);
+    ooc::MappedArray out =
+        make_output(job, out_path, op.result_dtype(a.dtype(), a.ndim()), &a, a.shape(), a.order(), common.overwrite);
     g_progress.start(common.progress, a, options);
     options.on_progress = std::ref(g_progress);
     job.apply(op, a, out, options);
@@ -659,7 +711,8 @@ int run_eval(const ooc::cli::Job& job, const Common& common, const std::string& 
         throw ooc::UsageError(out_path, "eval: the output is one of the inputs");
     }
     g_cancel_note = "; no output written";
-    out.emplace(ooc::create_array(out_path, expression.dtype(), expression.shape(), expression.order(), common.overwrite));
+    out.emplace(make_output(job, out_path, expression.dtype(), nullptr, expression.shape(), expression.order(),
+                            common.overwrite));
   }
   try {
     if (expression.reduction()) {
@@ -763,6 +816,11 @@ int main(int argc, char** argv) {
       ->needs(in_place_flag);
   apply->add_flag("--json", json, kJsonHelp);
   apply->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
+  for (CLI::App* sub : {apply}) {
+    sub->add_option("--chunks", g_chunked.chunks, "HDF5 output: chunks of N rows (first axis), or auto (about 1 MiB)");
+    sub->add_option("--compression", g_chunked.compression, "HDF5 output: gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+    sub->add_flag("--shuffle", g_chunked.shuffle, "HDF5 output: byte shuffle before compressing");
+  }
 
   ReduceArgs reduce_args;
   CLI::App* reduce = app.add_subcommand(
@@ -787,6 +845,9 @@ int main(int argc, char** argv) {
   eval->add_option("-o,--output", out_path, "write the result to path.npy or file.h5:/dataset");
   eval->add_flag("--json", json, kJsonHelp);
   eval->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
+  eval->add_option("--chunks", g_chunked.chunks, "HDF5 output: chunks of N rows (first axis), or auto (about 1 MiB)");
+  eval->add_option("--compression", g_chunked.compression, "HDF5 output: gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+  eval->add_flag("--shuffle", g_chunked.shuffle, "HDF5 output: byte shuffle before compressing");
 
   for (CLI::App* sub : {info, apply, reduce, eval}) sub->fallthrough();
   ooc::cli::TextCommands text_commands(app, path, out_path);  // import, export (src/cli/text.cpp)

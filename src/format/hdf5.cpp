@@ -1,4 +1,5 @@
 #include "format/hdf5.hpp"
+#include "format/hdf5_filters.hpp"
 
 #include "ooc/error.hpp"
 
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 #include <fstream>
@@ -248,13 +250,19 @@ DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
     char filter_name[64] = {};
     const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelements, nullptr,
                                            sizeof filter_name, filter_name, &config);
-    info.filters.push_back(id == H5Z_FILTER_DEFLATE ? "deflate" : id == H5Z_FILTER_SHUFFLE ? "shuffle"
-                           : filter_name[0] ? filter_name : "filter " + std::to_string(id));
-    if (H5Zfilter_avail(id) <= 0 && missing_filter.empty())
+    const char* ours = filters::name_of(static_cast<unsigned>(id));
+    info.filters.push_back(ours[0] ? std::string(ours) : filter_name[0] ? filter_name : "filter " + std::to_string(id));
+    if (H5Zfilter_avail(id) <= 0 && !filters::decodable(static_cast<unsigned>(id)) && missing_filter.empty())
       missing_filter = "it is compressed with filter " + std::to_string(id) + " (" + info.filters.back() +
                        "), which this HDF5 library cannot decode" +
                        (id == 32000 ? " (LZF lives in h5py; rewrite the dataset with gzip)" : "");
   }
+  if (info.layout == "chunked" && !info.shape.empty()) {
+    std::vector<hsize_t> chunk(info.shape.size());
+    H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    for (hsize_t c : chunk) info.chunks.push_back(static_cast<std::int64_t>(c));
+  }
+  info.stored_bytes = H5Dget_storage_size(dset);
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
   H5Dget_space_status(dset, &status);
   info.allocated = status == H5D_SPACE_STATUS_ALLOCATED;
@@ -382,6 +390,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
         for (std::size_t k = 1; k < dims_.size(); ++k)
           row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
         cache_bytes_ = std::clamp<std::size_t>(2 * row_bytes, std::size_t{64} << 20, std::size_t{1} << 30);
+        plan_staged(dcpl.get(), type.get(), chunk, row_bytes);
       }
     }
     hold();
@@ -401,12 +410,259 @@ class DatasetReader final : public detail::TileReader, public Holder {
   }
 
   bool concurrent() const override { return false; }  // HDF5 runs one call at a time
+  bool staged() const override { return staged_; }
 
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
+    if (staged_) {
+      std::unique_ptr<detail::Fetched> raw = fetch(begin, end, nullptr, buffer);
+      return decode(begin, end, *raw, buffer);
+    }
+    Session session;
+    return read_locked(begin, end, buffer);
+  }
+
+  // Serial: the raw chunks that elements [begin, end) lie in, as stored (H5Dread_chunk),
+  // or the tile itself through H5Dread when a chunk skipped a filter (its filter mask).
+  std::unique_ptr<detail::Fetched> fetch(std::int64_t begin, std::int64_t end, std::unique_ptr<detail::Fetched> reuse,
+                                         detail::AlignedBuffer& buffer) override {
+    std::unique_ptr<detail::Fetched> owner = reuse ? std::move(reuse) : std::make_unique<RawChunks>();
+    auto& raw = static_cast<RawChunks&>(*owner);
+    raw.chunks.clear();
+    raw.ready = nullptr;
+    if (end <= begin) return owner;
+    Session session;
+    hold();
+    chunks_of_run(begin, end, raw.indices);
+    std::size_t total = 0;
+    std::vector<hsize_t> origin(dims_.size());
+    for (std::uint64_t index : raw.indices) {
+      origin_of(index, origin);
+      unsigned mask = 0;
+      haddr_t address = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &mask, &address, &size) < 0)
+        throw Error(label_, "cannot look up chunk " + chunk_text(index));
+      if (address == HADDR_UNDEF) {  // never written: the fill value
+        raw.chunks.push_back({index, 0, 0, true, 0});
+        continue;
+      }
+      if (mask != 0 && library_decodes_) {  // stored without some filter: through H5Dread, as before
+        raw.chunks.clear();
+        raw.ready = read_locked(begin, end, buffer);
+        return owner;
+      }
+      raw.chunks.push_back({index, total, static_cast<std::size_t>(size), false, mask});
+      total += static_cast<std::size_t>(size);
+    }
+    raw.bytes.ensure(std::max<std::size_t>(1, total));
+    for (const RawChunk& c : raw.chunks) {
+      if (c.fill) continue;
+      origin_of(c.index, origin);
+      std::uint32_t mask = 0;
+      if (H5Dread_chunk(dataset_->get(), H5P_DEFAULT, origin.data(), &mask, raw.bytes.data() + c.offset) < 0)
+        throw Error(label_, "cannot read chunk " + chunk_text(c.index) + " (truncated or damaged file)");
+    }
+    return owner;
+  }
+
+  // Concurrent: each chunk decoded (on this thread) and its elements in [begin, end)
+  // copied to the tile; a chunk the tile holds whole, in order, is decoded in place.
+  const std::byte* decode(std::int64_t begin, std::int64_t end, detail::Fetched& fetched,
+                          detail::AlignedBuffer& buffer) override {
+    auto& raw = static_cast<RawChunks&>(fetched);
+    if (raw.ready) return raw.ready;
+    buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);
+    std::byte* dst = buffer.data();
+    thread_local filters::Scratch scratch;
+    std::vector<hsize_t> origin(dims_.size()), extent(dims_.size());
+    for (const RawChunk& c : raw.chunks) {
+      origin_of(c.index, origin);
+      for (std::size_t k = 0; k < dims_.size(); ++k) extent[k] = std::min(chunk_[k], dims_[k] - origin[k]);
+      // Whole and in order in the tile: every axis after the first is whole in a chunk.
+      const std::int64_t first = static_cast<std::int64_t>(origin[0] * strides_[0]);
+      const std::int64_t last = first + static_cast<std::int64_t>(chunk_elements_);
+      const bool in_place = merge_axis_ == 0 && extent[0] == chunk_[0] && first >= begin && last <= end;
+      if (c.fill) {
+        for_each_segment(origin, extent, begin, end, [&](std::int64_t to, std::int64_t, std::int64_t n) {
+          fill(dst + static_cast<std::size_t>(to) * item_, static_cast<std::size_t>(n));
+        });
+        continue;
+      }
+      const std::byte* decoded;
+      try {
+        decoded = filters::decode(std::span<const std::byte>(raw.bytes.data() + c.offset, c.size), pipeline_, item_,
+                                  chunk_elements_ * item_, scratch,
+                                  in_place ? dst + static_cast<std::size_t>(first - begin) * item_ : nullptr, c.mask);
+      } catch (const filters::FilterError& e) {
+        throw Error(label_, "chunk " + chunk_text(c.index) + ": " + e.what());
+      }
+      if (in_place) continue;
+      for_each_segment(origin, extent, begin, end, [&](std::int64_t to, std::int64_t from, std::int64_t n) {
+        std::memcpy(dst + static_cast<std::size_t>(to) * item_, decoded + static_cast<std::size_t>(from) * item_,
+                    static_cast<std::size_t>(n) * item_);
+      });
+    }
+    return dst;
+  }
+
+ private:
+  struct RawChunk {
+    std::uint64_t index;  // in the grid of chunks, C order
+    std::size_t offset, size;
+    bool fill;
+    std::uint32_t mask;  // filters the chunk was stored without
+  };
+  struct RawChunks final : detail::Fetched {
+    std::vector<std::uint64_t> indices;
+    std::vector<RawChunk> chunks;
+    detail::AlignedBuffer bytes;
+    const std::byte* ready = nullptr;  // the tile, when fetch() read it through H5Dread
+  };
+
+  // Whether this dataset is read staged, and what that needs: every filter one ooc
+  // decodes, fill values it can reproduce, and rows of chunks of reasonable size (a tile
+  // decodes every chunk it touches; tiles are rows of elements).
+  void plan_staged(hid_t dcpl, hid_t type, const std::vector<hsize_t>& chunk, std::size_t row_bytes) {
+    if (row_bytes > (std::size_t{256} << 20)) return;
+    unsigned options = 0;
+    if (H5Pget_chunk_opts(dcpl, &options) < 0 || (options & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)) return;
+    H5D_fill_value_t defined = H5D_FILL_VALUE_ERROR;
+    H5D_fill_time_t when = H5D_FILL_TIME_ERROR;
+    if (H5Pfill_value_defined(dcpl, &defined) < 0 || defined == H5D_FILL_VALUE_UNDEFINED ||
+        defined == H5D_FILL_VALUE_ERROR)
+      return;
+    if (H5Pget_fill_time(dcpl, &when) < 0 || when == H5D_FILL_TIME_NEVER) return;
+    std::vector<filters::Filter> pipeline;
+    const int n = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < n; ++i) {
+      unsigned flags = 0, config = 0;
+      std::size_t count = 32;
+      std::vector<unsigned> values(count);
+      const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &count, values.data(), 0, nullptr,
+                                             &config);
+      if (id < 0 || !filters::decodable(static_cast<unsigned>(id))) return;
+      if (H5Zfilter_avail(id) <= 0) library_decodes_ = false;
+      values.resize(std::min<std::size_t>(count, 32));
+      pipeline.push_back({static_cast<unsigned>(id), std::move(values)});
+    }
+    fill_.assign(item_, std::byte{0});
+    if (H5Pget_fill_value(dcpl, type, fill_.data()) < 0) return;
+    fill_zero_ = std::all_of(fill_.begin(), fill_.end(), [](std::byte b) { return b == std::byte{0}; });
+    chunk_ = chunk;
+    pipeline_ = std::move(pipeline);
+    grid_.resize(dims_.size());
+    strides_.assign(dims_.size(), 1);
+    chunk_strides_.assign(dims_.size(), 1);
+    chunk_elements_ = 1;
+    for (std::size_t k = dims_.size(); k-- > 0;) {
+      grid_[k] = (dims_[k] + chunk_[k] - 1) / chunk_[k];
+      if (k + 1 < dims_.size()) {
+        strides_[k] = strides_[k + 1] * dims_[k + 1];
+        chunk_strides_[k] = chunk_strides_[k + 1] * chunk_[k + 1];
+      }
+      chunk_elements_ *= chunk_[k];
+    }
+    merge_axis_ = dims_.size() - 1;
+    while (merge_axis_ > 0 && chunk_[merge_axis_] == dims_[merge_axis_]) --merge_axis_;
+    staged_ = true;
+  }
+
+  // The element coordinates a chunk starts at, from its index in the grid.
+  void origin_of(std::uint64_t index, std::vector<hsize_t>& origin) const {
+    for (std::size_t k = dims_.size(); k-- > 0;) {
+      origin[k] = (index % grid_[k]) * chunk_[k];
+      index /= grid_[k];
+    }
+  }
+
+  std::string chunk_text(std::uint64_t index) const {
+    std::vector<hsize_t> origin(dims_.size());
+    origin_of(index, origin);
+    std::string text = "(";
+    for (std::size_t k = 0; k < origin.size(); ++k) text += (k ? ", " : "") + std::to_string(origin[k] / chunk_[k]);
+    text += origin.size() == 1 ? ",)" : ")";
+    text += " at element (";
+    for (std::size_t k = 0; k < origin.size(); ++k) text += (k ? ", " : "") + std::to_string(origin[k]);
+    return text + (origin.size() == 1 ? ",)" : ")");
+  }
+
+  // The chunks elements [begin, end) lie in, by index in C order, each once.
+  void chunks_of_run(std::int64_t begin, std::int64_t end, std::vector<std::uint64_t>& out) const {
+    out.clear();
+    std::vector<Box> boxes;
+    std::vector<hsize_t> prefix;
+    boxes_of_run(dims_, 0, prefix, begin, end, boxes);
+    const std::size_t n = dims_.size();
+    std::vector<hsize_t> lo(n), hi(n), at(n);
+    for (const Box& box : boxes) {
+      for (std::size_t k = 0; k < n; ++k) {
+        lo[k] = box.offset[k] / chunk_[k];
+        hi[k] = (box.offset[k] + box.count[k] - 1) / chunk_[k];
+      }
+      at = lo;
+      while (true) {
+        std::uint64_t index = 0;
+        for (std::size_t k = 0; k < n; ++k) index = index * grid_[k] + at[k];
+        out.push_back(index);
+        std::size_t k = n;
+        while (k-- > 0) {
+          if (at[k] < hi[k]) {
+            ++at[k];
+            break;
+          }
+          at[k] = lo[k];
+        }
+        if (k == static_cast<std::size_t>(-1)) break;
+      }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+
+  // Calls fn(position in the tile, position in the decoded chunk, count) for each run of
+  // elements of the chunk at `origin` (of `extent`, clipped to the dataset) that lies in
+  // [begin, end); runs are as long as the axes after merge_axis_ allow.
+  template <class Fn>
+  void for_each_segment(const std::vector<hsize_t>& origin, const std::vector<hsize_t>& extent, std::int64_t begin,
+                        std::int64_t end, Fn&& fn) const {
+    const std::size_t m = merge_axis_;
+    const std::int64_t length = static_cast<std::int64_t>(extent[m] * strides_[m]);
+    std::vector<hsize_t> at(m, 0);  // position within the chunk along axes before m
+    while (true) {
+      std::int64_t position = static_cast<std::int64_t>(origin[m] * strides_[m]);
+      std::int64_t local = 0;
+      for (std::size_t k = 0; k < m; ++k) {
+        position += static_cast<std::int64_t>((origin[k] + at[k]) * strides_[k]);
+        local += static_cast<std::int64_t>(at[k] * chunk_strides_[k]);
+      }
+      const std::int64_t lo = std::max(position, begin), hi = std::min(position + length, end);
+      if (lo < hi) fn(lo - begin, local + (lo - position), hi - lo);
+      if (position >= end) return;  // later runs lie further on
+      std::size_t k = m;
+      while (k-- > 0) {
+        if (at[k] + 1 < extent[k]) {
+          ++at[k];
+          break;
+        }
+        at[k] = 0;
+      }
+      if (k == static_cast<std::size_t>(-1)) return;
+    }
+  }
+
+  void fill(std::byte* at, std::size_t count) const {
+    if (fill_zero_) {
+      std::memset(at, 0, count * item_);
+      return;
+    }
+    for (std::size_t i = 0; i < count; ++i) std::memcpy(at + i * item_, fill_.data(), item_);
+  }
+
+  // Elements [begin, end) through H5Dread; the caller holds the library lock.
+  const std::byte* read_locked(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) {
     buffer.ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, end - begin)) * item_);
     std::byte* dst = buffer.data();
     if (end <= begin) return dst;
-    Session session;
     hold();
     std::vector<Box> boxes;
     if (dims_.empty()) {
@@ -435,7 +691,6 @@ class DatasetReader final : public detail::TileReader, public Holder {
     return dst;
   }
 
- private:
   // (device, inode) of a file by name, to tell that a name still means the file it did.
   static std::pair<dev_t, ino_t> identity(const std::string& file) {
     struct stat st {};
@@ -461,9 +716,224 @@ class DatasetReader final : public detail::TileReader, public Holder {
   std::vector<hsize_t> dims_;
   std::size_t item_ = 1;
   std::size_t cache_bytes_ = 0;  // 0: HDF5's default chunk cache
+  // Staged reading (plan_staged).
+  bool staged_ = false;
+  std::vector<filters::Filter> pipeline_;
+  std::vector<hsize_t> chunk_, grid_, strides_, chunk_strides_;
+  std::size_t chunk_elements_ = 1;
+  std::size_t merge_axis_ = 0;  // axes after it are whole in every chunk
+  std::vector<std::byte> fill_;
+  bool fill_zero_ = true;
+  // The library has every filter too: a chunk stored without some of its filters (its
+  // filter mask) is read through H5Dread; else ooc decodes it, skipping those filters.
+  bool library_decodes_ = true;
+};
+
+// Chunks of whole rows (every axis but the first whole), compressed on the kernel
+// threads; written in order in the commit stage. A chunk that a tile boundary cuts is
+// gathered in `pending_` and compressed there (serially: one chunk per tile at most).
+class ChunkWriter final : public detail::TileWriter {
+ public:
+  ChunkWriter(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape,
+              const Compression& how)
+      : label_(where(file, dataset)), item_(static_cast<std::size_t>(dtype.itemsize())) {
+    if (shape.empty()) throw UsageError(label_, "a scalar cannot be stored in chunks (drop --chunks/--compression)");
+    total_ = element_count(shape).value_or(0);
+    std::int64_t row = 1;
+    for (std::size_t k = 1; k < shape.size(); ++k) row *= shape[k];
+    if (total_ == 0 || row == 0) throw UsageError(label_, "an empty array cannot be stored in chunks (drop --chunks/--compression)");
+    std::int64_t rows = how.chunk_rows;
+    if (rows <= 0) rows = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (row * static_cast<std::int64_t>(item_)));
+    rows = std::min(rows, shape[0]);
+    rows_ = rows;
+    chunk_elements_ = rows * row;
+    if (static_cast<std::uint64_t>(chunk_elements_) * item_ >= (std::uint64_t{1} << 32))
+      throw UsageError(label_, "chunks of " + std::to_string(rows) + " rows would exceed HDF5's 4 GiB a chunk");
+    Session session;
+    const bool existing = is_hdf5_file(file);
+    file_ = std::make_unique<Id>(existing ? open_file(file, true)
+                                          : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose));
+    if (!file_->valid()) throw Error(file, "cannot create the HDF5 file");
+    Id type = make_type(dtype);
+    std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk(dims);
+    chunk[0] = static_cast<hsize_t>(rows);
+    Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+    Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    const bool blosc = how.codec == "blosc";
+    if (how.shuffle && !blosc) {
+      H5Pset_shuffle(dcpl.get());
+      pipeline_.push_back({filters::kShuffle, {static_cast<unsigned>(item_)}});
+    }
+    auto plugin = [&](unsigned id, const char* what) {
+      if (H5Zfilter_avail(static_cast<H5Z_filter_t>(id)) <= 0)
+        throw Error(label_, std::string("this HDF5 library has no ") + what + " filter (" + std::to_string(id) +
+                                "; Debian: hdf5-filter-plugin" + (id == filters::kBlosc ? "-blosc-serial" : "") +
+                                "), so h5py could not read the dataset either");
+    };
+    if (how.codec == "gzip") {
+      const unsigned level = static_cast<unsigned>(how.level < 0 ? 4 : how.level);
+      H5Pset_deflate(dcpl.get(), level);
+      pipeline_.push_back({filters::kDeflate, {level}});
+    } else if (how.codec == "lz4") {
+      plugin(filters::kLz4, "lz4");
+      const unsigned values[1] = {0};
+      H5Pset_filter(dcpl.get(), filters::kLz4, H5Z_FLAG_MANDATORY, 1, values);
+      pipeline_.push_back({filters::kLz4, {0}});
+    } else if (blosc) {
+      plugin(filters::kBlosc, "blosc");
+      const std::vector<unsigned> values{2, 2, static_cast<unsigned>(item_),
+                                         static_cast<unsigned>(chunk_elements_ * static_cast<std::int64_t>(item_)),
+                                         static_cast<unsigned>(how.level < 0 ? 5 : how.level), how.shuffle ? 1u : 0u,
+                                         static_cast<unsigned>(filters::blosc_codec_number(how.blosc_codec.c_str()))};
+      H5Pset_filter(dcpl.get(), filters::kBlosc, H5Z_FLAG_MANDATORY, values.size(), values.data());
+      pipeline_.push_back({filters::kBlosc, values});
+    }
+    Id lcpl = intermediate_groups();
+    dataset_ = std::make_unique<Id>(
+        H5Dcreate2(file_->get(), dataset.c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), H5Dclose);
+    if (!dataset_->valid()) throw Error(label_, "cannot create the dataset");
+  }
+
+  ~ChunkWriter() override {
+    Session session;
+    dataset_.reset();
+    file_.reset();
+  }
+
+  std::unique_ptr<detail::Fetched> encode(std::int64_t begin, std::int64_t end, const std::byte* tile,
+                                          std::unique_ptr<detail::Fetched> reuse) override {
+    std::unique_ptr<detail::Fetched> owner = reuse ? std::move(reuse) : std::make_unique<Encoded>();
+    auto& e = static_cast<Encoded&>(*owner);
+    e.count = 0;
+    thread_local filters::Scratch scratch;
+    thread_local std::vector<std::byte> padded;
+    for (std::int64_t k = (begin + chunk_elements_ - 1) / chunk_elements_;; ++k) {
+      const std::int64_t lo = k * chunk_elements_, hi = std::min(lo + chunk_elements_, total_);
+      if (lo >= total_ || hi > end) break;
+      if (e.chunks.size() <= e.count) e.chunks.emplace_back();
+      encode_chunk(tile + static_cast<std::size_t>(lo - begin) * item_, hi - lo, scratch, padded, e.chunks[e.count]);
+      ++e.count;
+    }
+    return owner;
+  }
+
+  void write(std::int64_t begin, std::int64_t end, const std::byte* tile, detail::Fetched* encoded) override {
+    auto* e = static_cast<Encoded*>(encoded);
+    std::size_t next = 0;  // of e's chunks
+    for (std::int64_t k = begin / chunk_elements_; k * chunk_elements_ < end; ++k) {
+      const std::int64_t lo = k * chunk_elements_, hi = std::min(lo + chunk_elements_, total_);
+      if (lo >= begin && hi <= end) {  // encoded on a kernel thread
+        if (e == nullptr || next >= e->count) throw std::logic_error("chunk writer: a whole chunk was not encoded");
+        put(k, e->chunks[next++]);
+        continue;
+      }
+      const std::int64_t from = std::max(lo, begin), to = std::min(hi, end);
+      if (pending_filled_ == 0) pending_index_ = k;
+      if (pending_index_ != k || pending_filled_ != from - lo) throw std::logic_error("chunk writer: tiles out of order");
+      pending_.resize(static_cast<std::size_t>(hi - lo) * item_);
+      std::memcpy(pending_.data() + static_cast<std::size_t>(from - lo) * item_,
+                  tile + static_cast<std::size_t>(from - begin) * item_, static_cast<std::size_t>(to - from) * item_);
+      pending_filled_ = to - lo;
+      if (to == hi) {  // complete: compressed here, in the serial stage
+        thread_local filters::Scratch scratch;
+        thread_local std::vector<std::byte> padded;
+        std::vector<std::byte> bytes;
+        encode_chunk(pending_.data(), hi - lo, scratch, padded, bytes);
+        put(k, bytes);
+        pending_filled_ = 0;
+      }
+    }
+  }
+
+  void finish() override {
+    Session session;
+    if (!dataset_) return;
+    if (pending_filled_ != 0) throw std::logic_error("chunk writer: a chunk was left unwritten");
+    dataset_.reset();
+    if (H5Fflush(file_->get(), H5F_SCOPE_GLOBAL) < 0) throw Error(label_, "cannot flush the HDF5 file");
+    file_.reset();
+  }
+
+ private:
+  struct Encoded final : detail::Fetched {
+    std::vector<std::vector<std::byte>> chunks;
+    std::size_t count = 0;
+  };
+
+  // A chunk of `n` elements (the last one may be short: padded with zeros to a whole chunk,
+  // which HDF5 stores and h5py reads only in part).
+  void encode_chunk(const std::byte* data, std::int64_t n, filters::Scratch& scratch, std::vector<std::byte>& padded,
+                    std::vector<std::byte>& out) const {
+    const std::size_t bytes = static_cast<std::size_t>(chunk_elements_) * item_;
+    std::span<const std::byte> elements(data, bytes);
+    if (n < chunk_elements_) {
+      padded.assign(bytes, std::byte{0});
+      std::memcpy(padded.data(), data, static_cast<std::size_t>(n) * item_);
+      elements = std::span<const std::byte>(padded.data(), bytes);
+    }
+    try {
+      filters::encode(elements, pipeline_, item_, scratch, out);
+    } catch (const filters::FilterError& err) {
+      throw Error(label_, err.what());
+    }
+  }
+
+  void put(std::int64_t k, const std::vector<std::byte>& bytes) {
+    Session session;
+    std::vector<hsize_t> offset(static_cast<std::size_t>(std::max(1, H5Sget_simple_extent_ndims(space()))), 0);
+    offset[0] = static_cast<hsize_t>(k * rows_);
+    if (H5Dwrite_chunk(dataset_->get(), H5P_DEFAULT, 0, offset.data(), bytes.size(), bytes.data()) < 0)
+      throw Error(label_, "writing chunk " + std::to_string(k) + " failed (disk full?)");
+  }
+
+  hid_t space() {
+    if (!space_) space_ = std::make_unique<Id>(H5Dget_space(dataset_->get()), H5Sclose);
+    return space_->get();
+  }
+
+  std::string label_;
+  std::size_t item_;
+  std::int64_t total_ = 0, rows_ = 1, chunk_elements_ = 1;
+  std::vector<filters::Filter> pipeline_;
+  std::unique_ptr<Id> file_, dataset_, space_;
+  std::vector<std::byte> pending_;
+  std::int64_t pending_index_ = 0, pending_filled_ = 0;
 };
 
 }  // namespace
+
+std::unique_ptr<detail::TileWriter> create_compressed(const std::string& file, const std::string& dataset, DType dtype,
+                                                      const Shape& shape, const Compression& how) {
+  return std::make_unique<ChunkWriter>(file, dataset, dtype, shape, how);
+}
+
+void parse_compression(const std::string& text, Compression& into) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t colon = text.find(':', at);
+    parts.push_back(text.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  auto level = [&](const std::string& t) {
+    if (t.size() != 1 || t[0] < '0' || t[0] > '9')
+      throw UsageError("", "--compression " + text + ": the level is a digit, 0 to 9");
+    return t[0] - '0';
+  };
+  into.codec = parts[0];
+  if (parts[0] == "gzip" && parts.size() <= 2) {
+    if (parts.size() == 2) into.level = level(parts[1]);
+  } else if (parts[0] == "lz4" && parts.size() == 1) {
+  } else if (parts[0] == "blosc" && parts.size() <= 3) {
+    if (parts.size() >= 2) into.blosc_codec = parts[1];
+    if (filters::blosc_codec_number(into.blosc_codec.c_str()) < 0)
+      throw UsageError("", "--compression " + text + ": blosc's codecs are blosclz, lz4, lz4hc, zlib, zstd");
+    if (parts.size() == 3) into.level = level(parts[2]);
+  } else {
+    throw UsageError("", "--compression " + text + ": give gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+  }
+}
 
 std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset) {
   return std::make_unique<DatasetReader>(file, dataset);

@@ -38,6 +38,8 @@ struct DatasetInfo {
   Shape shape;
   std::string layout;               // "contiguous", "chunked", "compact", "virtual"
   std::vector<std::string> filters; // e.g. "deflate", "shuffle"
+  std::vector<std::int64_t> chunks; // chunk shape of a chunked dataset, else empty
+  std::uint64_t stored_bytes = 0;   // bytes its data takes in the file (H5Dget_storage_size)
   bool allocated = false;           // storage written (contiguous or chunked)
   std::optional<std::uint64_t> offset;  // file offset of a contiguous, allocated dataset
   bool readable = false;            // ooc can read it at all (number type, a shape)
@@ -50,10 +52,29 @@ struct DatasetInfo {
 DatasetInfo describe(const std::string& file, const std::string& dataset);
 
 /// A reader of any run of elements of a dataset that cannot be mapped (chunked,
-/// compressed, compact, not yet allocated: H5Dread gives what h5py gives, fill values
-/// included). Its chunk cache holds a whole row of chunks (within reason), so reading
-/// consecutive runs decompresses each chunk once.
+/// compressed, compact, not yet allocated: what h5py gives, fill values included). A
+/// chunked dataset whose filters ooc decodes itself (hdf5_filters.hpp) is read staged:
+/// raw chunks (H5Dread_chunk) in the serial stage, decoded on the kernel threads. Any
+/// other goes through H5Dread, with a chunk cache that holds a whole row of chunks
+/// (within reason), so reading consecutive runs decompresses each chunk once.
 std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset);
+
+/// How a chunked, compressed output is made (oocrun -o f.h5:/x --chunks N --compression C --shuffle).
+struct Compression {
+  std::int64_t chunk_rows = 0;       // along the first axis (the others are whole); 0: about 1 MiB a chunk
+  std::string codec;                 // "gzip", "lz4", "blosc", or "" (no compressor: shuffle alone, or plain chunks)
+  int level = -1;                    // gzip 0-9 (default 4, as h5py), blosc 0-9 (default 5)
+  std::string blosc_codec = "lz4";   // blosclz, lz4, lz4hc, zlib, zstd
+  bool shuffle = false;              // HDF5's shuffle filter (blosc: its own shuffle)
+};
+/// Parses "gzip[:LEVEL]", "lz4", "blosc[:CODEC[:LEVEL]]" into `into`; throws UsageError.
+void parse_compression(const std::string& text, Compression& into);
+
+/// Creates `dataset` in `file` (created if absent) chunked and compressed as `how` says,
+/// and returns the writer of its chunks: encoded on the kernel threads, written in order
+/// with H5Dwrite_chunk. Its finish() flushes and closes the file.
+std::unique_ptr<detail::TileWriter> create_compressed(const std::string& file, const std::string& dataset, DType dtype,
+                                                      const Shape& shape, const Compression& how);
 
 /// Every dataset in the file, in name order.
 std::vector<DatasetInfo> list(const std::string& file);

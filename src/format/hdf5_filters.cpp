@@ -1,0 +1,392 @@
+#include "format/hdf5_filters.hpp"
+
+#include <blosc.h>
+#include <libdeflate.h>
+#include <lz4.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace ooc::hdf5::filters {
+namespace {
+
+std::uint32_t be32(const std::byte* p) {
+  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | std::uint32_t(p[3]);
+}
+std::uint64_t be64(const std::byte* p) { return (std::uint64_t(be32(p)) << 32) | be32(p + 4); }
+
+// One libdeflate decompressor per thread (they are not shared between threads).
+libdeflate_decompressor* deflater() {
+  struct Owner {
+    libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+    ~Owner() { libdeflate_free_decompressor(d); }
+  };
+  thread_local Owner owner;
+  if (owner.d == nullptr) throw std::bad_alloc();
+  return owner.d;
+}
+
+std::size_t inflate_zlib(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
+  std::size_t actual = 0;
+  if (libdeflate_zlib_decompress(deflater(), in.data(), in.size(), out, capacity, &actual) == LIBDEFLATE_SUCCESS)
+    return actual;
+  // libdeflate refuses some streams zlib accepts (a stream that ends without its final
+  // block marked, say): zlib has the last word, as in HDF5's own filter.
+  if (in.size() > std::numeric_limits<uInt>::max() || capacity > std::numeric_limits<uInt>::max())
+    throw FilterError("chunk too large for zlib");
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) throw std::bad_alloc();
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out);
+  z.avail_out = static_cast<uInt>(capacity);
+  const int status = inflate(&z, Z_FINISH);
+  const std::size_t done = capacity - z.avail_out;
+  const bool out_full = z.avail_out == 0;
+  inflateEnd(&z);
+  if (status == Z_STREAM_END) return done;
+  if (status == Z_BUF_ERROR && out_full)
+    throw FilterError("deflate data decodes to more than " + std::to_string(capacity) + " bytes");
+  throw FilterError(status == Z_BUF_ERROR ? "deflate data ends early (truncated chunk)" : "corrupt deflate data");
+}
+
+// The HDF5 LZ4 filter (32004): an 8-byte original size and a 4-byte block size, both big
+// endian, then per block its 4-byte compressed size and LZ4 data (stored as is when it
+// did not shrink).
+std::size_t unlz4(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
+  if (in.size() < 12) throw FilterError("lz4 chunk shorter than its header");
+  const std::uint64_t total = be64(in.data());
+  std::uint64_t block = be32(in.data() + 8);
+  if (total > capacity) throw FilterError("lz4 chunk claims " + std::to_string(total) + " bytes, more than a chunk");
+  if (block == 0 && total > 0) throw FilterError("lz4 chunk has a block size of 0");
+  block = std::min(block, total);
+  std::size_t at = 12;
+  std::uint64_t done = 0;
+  while (done < total) {
+    const std::uint64_t want = std::min(block, total - done);
+    if (in.size() - at < 4) throw FilterError("lz4 chunk ends early (truncated chunk)");
+    const std::uint32_t stored = be32(in.data() + at);
+    at += 4;
+    if (stored > in.size() - at) throw FilterError("lz4 chunk ends early (truncated chunk)");
+    if (stored == want) {
+      std::memcpy(out + done, in.data() + at, want);
+    } else {
+      if (stored > static_cast<std::uint32_t>(std::numeric_limits<int>::max()) ||
+          want > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+        throw FilterError("lz4 block too large");
+      const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + at), reinterpret_cast<char*>(out + done),
+                                          static_cast<int>(stored), static_cast<int>(want));
+      if (got < 0 || static_cast<std::uint64_t>(got) != want) throw FilterError("corrupt lz4 data");
+    }
+    at += stored;
+    done += want;
+  }
+  return static_cast<std::size_t>(total);
+}
+
+// The Blosc filter (32001): one Blosc (1.x) buffer, which holds its own shuffle and codec
+// (blosclz, lz4, lz4hc, zlib, zstd).
+std::size_t unblosc(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
+  std::size_t total = 0;
+  if (in.size() < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(in.data(), in.size(), &total) < 0)
+    throw FilterError("corrupt or truncated blosc data");
+  if (total > capacity) throw FilterError("blosc chunk claims " + std::to_string(total) + " bytes, more than a chunk");
+  if (total == 0) return 0;
+  const int got = blosc_decompress_ctx(in.data(), out, total, 1);
+  if (got <= 0 || static_cast<std::size_t>(got) != total) throw FilterError("corrupt blosc data");
+  return total;
+}
+
+template <std::size_t K>
+void unshuffle_fixed(const std::byte* in, std::byte* out, std::size_t n) {
+  // Blocks of elements keep the K input streams and the output in cache.
+  constexpr std::size_t kBlock = 4096;
+  for (std::size_t lo = 0; lo < n; lo += kBlock) {
+    const std::size_t hi = std::min(n, lo + kBlock);
+    for (std::size_t i = lo; i < hi; ++i)
+      for (std::size_t j = 0; j < K; ++j) out[i * K + j] = in[j * n + i];
+  }
+}
+
+// One libdeflate compressor per thread and level.
+libdeflate_compressor* compressor(int level) {
+  struct Owner {
+    libdeflate_compressor* c[13] = {};
+    ~Owner() {
+      for (auto* p : c)
+        if (p) libdeflate_free_compressor(p);
+    }
+  };
+  thread_local Owner owner;
+  level = std::clamp(level, 0, 12);
+  if (owner.c[level] == nullptr) owner.c[level] = libdeflate_alloc_compressor(level);
+  if (owner.c[level] == nullptr) throw std::bad_alloc();
+  return owner.c[level];
+}
+
+}  // namespace
+
+void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipeline, std::size_t item,
+            Scratch& scratch, std::vector<std::byte>& out) {
+  std::span<const std::byte> current = elements;
+  int holder = 0;  // 0: `elements`, 1: scratch.a, 2: scratch.b
+  for (const Filter& f : pipeline) {
+    std::vector<std::byte>& v = holder == 1 ? scratch.b : scratch.a;
+    const int next = holder == 1 ? 2 : 1;
+    const std::size_t n = current.size();
+    std::size_t size = 0;
+    switch (f.id) {
+      case kShuffle: {
+        const std::size_t k = !f.values.empty() && f.values[0] > 0 ? f.values[0] : item;
+        if (v.size() < n) v.resize(n);
+        const std::size_t count = k > 1 ? n / k : 0;
+        if (count <= 1) {
+          if (n > 0) std::memcpy(v.data(), current.data(), n);
+        } else {
+          for (std::size_t j = 0; j < k; ++j)
+            for (std::size_t i = 0; i < count; ++i) v[j * count + i] = current[i * k + j];
+          if (n > count * k) std::memcpy(v.data() + count * k, current.data() + count * k, n - count * k);
+        }
+        size = n;
+        break;
+      }
+      case kDeflate: {
+        libdeflate_compressor* c = compressor(f.values.empty() ? 6 : static_cast<int>(f.values[0]));
+        const std::size_t bound = libdeflate_zlib_compress_bound(c, n);
+        if (v.size() < bound) v.resize(bound);
+        size = libdeflate_zlib_compress(c, current.data(), n, v.data(), bound);
+        if (size == 0) throw FilterError("deflate could not compress a chunk");
+        break;
+      }
+      case kLz4: {  // one block (the filter's default block is 1 GiB), stored as is when it does not shrink
+        if (n > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE)) throw FilterError("chunk too large for lz4");
+        const std::size_t bound = 16 + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(n)));
+        if (v.size() < bound) v.resize(bound);
+        auto put32 = [&](std::size_t at, std::uint64_t x) {
+          for (int b = 0; b < 4; ++b) v[at + b] = std::byte((x >> (8 * (3 - b))) & 0xff);
+        };
+        put32(0, static_cast<std::uint64_t>(n) >> 32);
+        put32(4, n & 0xffffffffu);
+        put32(8, n);
+        if (n == 0) {
+          size = 12;
+          break;
+        }
+        const int c = LZ4_compress_default(reinterpret_cast<const char*>(current.data()),
+                                           reinterpret_cast<char*>(v.data() + 16), static_cast<int>(n),
+                                           static_cast<int>(bound - 16));
+        if (c <= 0 || static_cast<std::size_t>(c) >= n) {
+          put32(12, n);
+          std::memcpy(v.data() + 16, current.data(), n);
+          size = 16 + n;
+        } else {
+          put32(12, static_cast<std::size_t>(c));
+          size = 16 + static_cast<std::size_t>(c);
+        }
+        break;
+      }
+      case kBlosc: {
+        const int level = f.values.size() > 4 ? static_cast<int>(f.values[4]) : 5;
+        const int shuffle = f.values.size() > 5 ? static_cast<int>(f.values[5]) : 1;
+        const char* codec = "blosclz";
+        if (f.values.size() > 6 && blosc_compcode_to_compname(static_cast<int>(f.values[6]), &codec) < 0)
+          throw FilterError("unknown blosc codec " + std::to_string(f.values[6]));
+        const std::size_t bound = n + BLOSC_MAX_OVERHEAD;
+        if (v.size() < bound) v.resize(bound);
+        const int c = blosc_compress_ctx(level, shuffle, item, n, current.data(), v.data(), bound, codec, 0, 1);
+        if (c <= 0) throw FilterError("blosc could not compress a chunk");
+        size = static_cast<std::size_t>(c);
+        break;
+      }
+      default: throw FilterError("filter " + std::to_string(f.id) + " is not one ooc encodes");
+    }
+    current = std::span<const std::byte>(v.data(), size);
+    holder = next;
+  }
+  out.assign(current.begin(), current.end());
+}
+
+int blosc_codec_number(const char* name) { return blosc_compname_to_compcode(name); }
+
+bool decodable(unsigned id) {
+  return id == kDeflate || id == kShuffle || id == kFletcher32 || id == kLzf || id == kBlosc || id == kLz4;
+}
+
+const char* name_of(unsigned id) {
+  switch (id) {
+    case kDeflate: return "deflate";
+    case kShuffle: return "shuffle";
+    case kFletcher32: return "fletcher32";
+    case kLzf: return "lzf";
+    case kBlosc: return "blosc";
+    case kLz4: return "lz4";
+    default: return "";
+  }
+}
+
+std::uint32_t fletcher32(const std::byte* data, std::size_t size) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(data);
+  std::size_t words = size / 2;
+  std::uint32_t sum1 = 0, sum2 = 0;
+  while (words > 0) {
+    std::size_t run = std::min<std::size_t>(words, 360);
+    words -= run;
+    do {
+      sum1 += (std::uint32_t(p[0]) << 8) | std::uint32_t(p[1]);
+      p += 2;
+      sum2 += sum1;
+    } while (--run);
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  if (size % 2) {
+    sum1 += std::uint32_t(*p) << 8;
+    sum2 += sum1;
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  }
+  sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+  sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  return (sum2 << 16) | sum1;
+}
+
+void unshuffle(const std::byte* in, std::byte* out, std::size_t size, std::size_t item) {
+  const std::size_t n = item > 1 ? size / item : 0;
+  if (n <= 1) {  // HDF5 leaves such a chunk as it is
+    if (size > 0) std::memcpy(out, in, size);
+    return;
+  }
+  switch (item) {
+    case 2: unshuffle_fixed<2>(in, out, n); break;
+    case 4: unshuffle_fixed<4>(in, out, n); break;
+    case 8: unshuffle_fixed<8>(in, out, n); break;
+    default:
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < item; ++j) out[i * item + j] = in[j * n + i];
+  }
+  if (size > n * item) std::memcpy(out + n * item, in + n * item, size - n * item);  // bytes after the last element
+}
+
+std::size_t lzf_decompress(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
+  const auto* ip = reinterpret_cast<const std::uint8_t*>(in.data());
+  const auto* const in_end = ip + in.size();
+  auto* op = reinterpret_cast<std::uint8_t*>(out);
+  auto* const out_begin = op;
+  auto* const out_end = op + capacity;
+  while (ip < in_end) {
+    std::size_t ctrl = *ip++;
+    if (ctrl < 32) {  // a literal run of ctrl + 1 bytes
+      ++ctrl;
+      if (ctrl > static_cast<std::size_t>(out_end - op)) throw FilterError("lzf data decodes to more than a chunk");
+      if (ctrl > static_cast<std::size_t>(in_end - ip)) throw FilterError("lzf data ends early (truncated chunk)");
+      std::memcpy(op, ip, ctrl);
+      op += ctrl;
+      ip += ctrl;
+    } else {  // a back reference
+      std::size_t len = ctrl >> 5;
+      std::size_t back = (ctrl & 0x1f) << 8;
+      if (ip >= in_end) throw FilterError("lzf data ends early (truncated chunk)");
+      if (len == 7) {
+        len += *ip++;
+        if (ip >= in_end) throw FilterError("lzf data ends early (truncated chunk)");
+      }
+      back += *ip++;
+      len += 2;
+      if (back + 1 > static_cast<std::size_t>(op - out_begin)) throw FilterError("corrupt lzf data");
+      if (len > static_cast<std::size_t>(out_end - op)) throw FilterError("lzf data decodes to more than a chunk");
+      const std::uint8_t* ref = op - back - 1;
+      for (std::size_t k = 0; k < len; ++k) op[k] = ref[k];  // may overlap: byte by byte
+      op += len;
+    }
+  }
+  return static_cast<std::size_t>(op - out_begin);
+}
+
+const std::byte* decode(std::span<const std::byte> stored, const std::vector<Filter>& pipeline, std::size_t item,
+                        std::size_t chunk_bytes, Scratch& scratch, std::byte* direct, std::uint32_t mask) {
+  // A result between two filters is at most this large (the filters that grow data, the
+  // codecs' headers and stored blocks, add far less).
+  const std::size_t bound = chunk_bytes + chunk_bytes / 2 + (std::size_t{1} << 16);
+  std::span<const std::byte> current = stored;
+  int holder = 0;  // 0: `stored` or `direct`, 1: scratch.a, 2: scratch.b
+  bool in_direct = false;
+  // The first filter applied when writing (not skipped) is the one that yields the elements.
+  std::size_t first = 0;
+  while (first < pipeline.size() && first < 32 && (mask >> first & 1u)) ++first;
+  for (std::size_t i = pipeline.size(); i-- > 0;) {
+    const Filter& f = pipeline[i];
+    if (i < 32 && (mask >> i & 1u)) continue;
+    if (f.id == kFletcher32) {
+      if (current.size() < 4) throw FilterError("chunk shorter than its fletcher32 checksum");
+      const std::size_t size = current.size() - 4;
+      const std::uint32_t kept = std::uint32_t(current[size]) | (std::uint32_t(current[size + 1]) << 8) |
+                                 (std::uint32_t(current[size + 2]) << 16) | (std::uint32_t(current[size + 3]) << 24);
+      const std::uint32_t sum = fletcher32(current.data(), size);
+      // Files of HDF5 1.6.0-1.6.2 on little-endian machines hold it with bytes swapped.
+      const std::uint32_t swapped = ((sum & 0x00ff00ffu) << 8) | ((sum >> 8) & 0x00ff00ffu);
+      if (kept != sum && kept != swapped) throw FilterError("fletcher32 checksum mismatch (corrupt chunk)");
+      current = current.first(size);
+      continue;
+    }
+    const bool last = i == first;  // this filter's output is the elements
+    std::byte* out;
+    std::size_t capacity;
+    int next_holder;
+    if (last && direct != nullptr) {
+      out = direct;
+      capacity = chunk_bytes;
+      next_holder = 0;
+    } else {
+      std::vector<std::byte>& v = holder == 1 ? scratch.b : scratch.a;
+      next_holder = holder == 1 ? 2 : 1;
+      capacity = last ? chunk_bytes : bound;
+      if (!last) {  // exactly the chunk (and checksums) when only shuffles and checksums remain
+        std::size_t sums = 0;
+        bool exact = true;
+        for (std::size_t k = 0; k < i && exact; ++k) {
+          if (k < 32 && (mask >> k & 1u)) continue;
+          if (pipeline[k].id == kFletcher32) sums += 4;
+          else exact = pipeline[k].id == kShuffle;
+        }
+        if (exact) capacity = chunk_bytes + sums;
+      }
+      if (v.size() < capacity) v.resize(capacity);
+      out = v.data();
+    }
+    std::size_t size = 0;
+    switch (f.id) {
+      case kDeflate: size = inflate_zlib(current, out, capacity); break;
+      case kLz4: size = unlz4(current, out, capacity); break;
+      case kBlosc: size = unblosc(current, out, capacity); break;
+      case kLzf: size = lzf_decompress(current, out, capacity); break;
+      case kShuffle: {
+        if (current.size() > capacity) throw FilterError("shuffled data larger than a chunk");
+        const std::size_t k = !f.values.empty() && f.values[0] > 0 ? f.values[0] : item;
+        unshuffle(current.data(), out, current.size(), k);
+        size = current.size();
+        break;
+      }
+      default: throw FilterError("filter " + std::to_string(f.id) + " is not one ooc decodes");
+    }
+    current = std::span<const std::byte>(out, size);
+    holder = next_holder;
+    in_direct = out == direct;
+  }
+  if (current.size() != chunk_bytes)
+    throw FilterError("decodes to " + std::to_string(current.size()) + " bytes, not the chunk's " +
+                      std::to_string(chunk_bytes));
+  if (direct == nullptr) {
+    if (holder != 0) return current.data();
+    // No filter wrote anything (fletcher32 alone): the stored bytes are the elements.
+    if (scratch.a.size() < chunk_bytes) scratch.a.resize(chunk_bytes);
+    if (chunk_bytes > 0) std::memcpy(scratch.a.data(), current.data(), chunk_bytes);
+    return scratch.a.data();
+  }
+  if (!in_direct && chunk_bytes > 0) std::memmove(direct, current.data(), chunk_bytes);
+  return direct;
+}
+
+}  // namespace ooc::hdf5::filters

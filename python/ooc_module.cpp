@@ -9,6 +9,7 @@
 
 #include "cli/options.hpp"
 #include "ooc/ooc.hpp"
+#include "ooc/text.hpp"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -493,6 +494,66 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
 }
 
 // eval: a numpy scalar for a reduction, else a numpy array, or None once written to `out`.
+// Text in and out (ooc::import_text / export_text, as oocrun import / export): one
+// character or none (0) for a delimiter or comment marker given from Python.
+char one_character(const std::optional<std::string>& text, const char* what) {
+  if (!text || text->empty()) return 0;
+  if (text->size() != 1) throw ooc::UsageError("", std::string(what) + ": one character, or None");
+  return (*text)[0];
+}
+
+py::dict import_text(const std::string& text_path, const std::string& out, const std::string& dtype,
+                     const std::optional<std::string>& delimiter, const std::optional<std::string>& comments,
+                     std::int64_t skip_rows, bool header, const std::vector<int>& columns,
+                     const std::optional<std::string>& missing, int ndmin, bool overwrite, const CallOptions& call,
+                     const py::object& progress) {
+  ooc::TextImportOptions text;
+  text.dtype = ooc::DType::from_numpy(dtype).native();
+  text.delimiter = one_character(delimiter, "delimiter");
+  if (delimiter && delimiter->empty()) throw ooc::UsageError("", "delimiter: one character, or None for whitespace");
+  text.comment = one_character(comments, "comments");
+  if (skip_rows < 0) throw ooc::UsageError("", "skiprows must be 0 or more");
+  text.skip_rows = skip_rows;
+  text.header = header;
+  text.columns = columns;
+  text.missing = missing;
+  text.ndmin = ndmin;
+  text.overwrite = overwrite;
+  ooc::TextImportResult result;
+  run_watched(progress, [&](Run& run) {
+    ooc::PipelineOptions options = run.pipeline(call, 1);
+    text.on_bytes = [&run](std::uint64_t done, std::uint64_t total) {
+      run.done_bytes = static_cast<std::int64_t>(done);
+      run.total_bytes = static_cast<std::int64_t>(total);
+    };
+    result = ooc::import_text(text_path, out, text, options);
+  });
+  py::dict d;
+  d["rows"] = result.rows;
+  d["lines"] = result.lines;
+  d["bytes"] = result.bytes;
+  d["empty_input"] = result.empty_input;
+  return d;
+}
+
+void export_text(const Source& source, const std::string& text_path, const std::optional<std::string>& delimiter,
+                 const std::string& fmt, const std::string& header, const CallOptions& call,
+                 const py::object& progress) {
+  ooc::TextExportOptions text;
+  text.delimiter = one_character(delimiter, "delimiter");
+  if (text.delimiter == 0) throw ooc::UsageError(text_path, "delimiter: one character");
+  text.fmt = fmt;
+  text.header = header;
+  // export_text opens the array by its text, where one selection can ride along.
+  if (source.selections.size() > 1)
+    throw ooc::UsageError(source.path, "export of a selection of a selection: select once, or write it out first");
+  const std::string array_text = source.selections.empty() ? source.path : source.path + "[" + source.selections[0] + "]";
+  const int itemsize = open_source(source).dtype().itemsize();
+  run_watched(progress, [&](Run& run) {
+    ooc::export_text(array_text, text_path, text, run.pipeline(call, itemsize));
+  });
+}
+
 py::object evaluate(const std::string& text, const std::vector<std::string>& names, const std::vector<Source>& sources,
                     const std::optional<std::string>& out, bool overwrite, const CallOptions& call,
                     const py::object& progress) {
@@ -815,6 +876,11 @@ PYBIND11_MODULE(_ooc, m) {
         py::arg("progress"));
   m.def("apply", &apply, py::arg("op"), py::arg("source"), py::arg("out"), py::arg("inplace"), py::arg("journal"),
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("import_text", &import_text, py::arg("text"), py::arg("out"), py::arg("dtype"), py::arg("delimiter"),
+        py::arg("comments"), py::arg("skip_rows"), py::arg("header"), py::arg("columns"), py::arg("missing"),
+        py::arg("ndmin"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("export_text", &export_text, py::arg("source"), py::arg("text"), py::arg("delimiter"), py::arg("fmt"),
+        py::arg("header"), py::arg("options"), py::arg("progress"));
   m.def("eval", &evaluate, py::arg("expr"), py::arg("names"), py::arg("sources"), py::arg("out"),
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("read", &read_array, py::arg("source"), py::arg("options"), py::arg("progress"));

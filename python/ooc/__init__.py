@@ -19,7 +19,7 @@ import numpy as np
 from . import _ooc
 
 __all__ = [
-    "Array", "Error", "open", "apply", "eval", "histogram", "map_blocks",
+    "Array", "Error", "open", "apply", "eval", "histogram", "map_blocks", "import_text", "export_text",
     "sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero",
     "any", "all", "nansum", "nanmean", "nanmin", "nanmax", "norm",
 ]
@@ -344,6 +344,33 @@ def apply(op, a, out=None, *, inplace=False, journal=True, overwrite=False, **op
     out = _check_out(out, "apply")
     written = _ooc.apply(str(op), _source(a), out, bool(inplace), bool(journal), bool(overwrite), call, progress)
     return Array(written)
+
+
+def import_text(text, out, *, dtype="f8", delimiter=",", comments="#", skiprows=0, header=False, usecols=None,
+                missing=None, ndmin=0, overwrite=False, **options):
+    """oocrun import: the text file `text` (a CSV; delimiter=None for runs of whitespace, as
+    np.loadtxt's default) into the new array `out` (x.npy or file.h5:/dataset), with
+    np.loadtxt's values, dtype and shape; returns an ooc.Array over it once committed.
+    skiprows, usecols and ndmin are np.loadtxt's; header=True skips one more line (column
+    names); missing= is what an empty field stands for ("nan", "0"). Bad text (a field
+    that does not parse, a row of another width) is an ooc.Error naming FILE:LINE:COLUMN,
+    as oocrun's exit 1, and nothing is left behind; bad arguments are ValueErrors."""
+    call, progress = _common(options)
+    out = _check_out(out, "import_text")
+    if out is None:
+        raise TypeError("import_text: out= is needed (x.npy or file.h5:/dataset)")
+    columns = [] if usecols is None else [int(c) for c in ([usecols] if isinstance(usecols, int) else usecols)]
+    _ooc.import_text(os.fspath(text), out, np.dtype(dtype).str, delimiter, comments, int(skiprows), bool(header),
+                     columns, None if missing is None else str(missing), int(ndmin), bool(overwrite), call, progress)
+    return Array(out)
+
+
+def export_text(a, text, *, delimiter=",", fmt="shortest", header="", **options):
+    """oocrun export: the 0-, 1- or 2-d array `a` as text, one row a line, as np.savetxt
+    writes it; fmt="shortest" (default) writes the shortest text that reads back to the same
+    value, so np.loadtxt gives back the bits, or one %-format as Python formats it ("%.6g")."""
+    call, progress = _common(options)
+    _ooc.export_text(_source(a), os.fspath(text), delimiter, str(fmt), str(header), call, progress)
 
 
 def eval(expr, out=None, *, overwrite=False, threads=None, tile_bytes=None, io=None, prefetch=2, progress=None,

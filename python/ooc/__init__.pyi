@@ -112,6 +112,14 @@ def apply(op: str, a: ArrayLike, out: str | os.PathLike[str] | None = ..., *, in
           tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
           progress: Progress = ...) -> Array: ...
 
+def import_text(text: str | os.PathLike[str], out: str | os.PathLike[str], *, dtype: npt.DTypeLike = ...,
+                delimiter: str | None = ..., comments: str | None = ..., skiprows: int = ..., header: bool = ...,
+                usecols: int | Sequence[int] | None = ..., missing: str | float | None = ..., ndmin: int = ...,
+                overwrite: bool = ..., threads: int | None = ..., tile_bytes: int | str | None = ...,
+                io: Io | None = ..., prefetch: int = ..., progress: Progress = ...) -> Array: ...
+def export_text(a: ArrayLike, text: str | os.PathLike[str], *, delimiter: str = ..., fmt: str = ...,
+                header: str = ..., threads: int | None = ..., tile_bytes: int | str | None = ...,
+                io: Io | None = ..., prefetch: int = ..., progress: Progress = ...) -> None: ...
 def eval(expr: str, out: str | os.PathLike[str] | None = ..., *, overwrite: bool = ..., threads: int | None = ...,
          tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ..., progress: Progress = ...,
          **arrays: ArrayLike) -> Any: ...

@@ -106,29 +106,31 @@ T reduce_lanes(Op op, T* lanes, int n) {
   return lanes[0];
 }
 
-/// One call of numpy's simd_reduce_c loop: the result after `values` with `running` as
-/// the result before them.
+/// One call of numpy's simd_reduce_c loop on a block whose extreme is a zero (no element
+/// beats 0; NaN only where NaN is skipped): the result after `values` with `running` as the
+/// result before them. Every compare keeps its later operand on a tie and the zeros are
+/// the only candidates, so each lane ends with the last zero it saw (numpy's 8-vector tree
+/// and the per-vector steps alike), or with `running` if it saw none: a scan from the end
+/// finds that, usually within a few vectors. The lane tree and the tail are then numpy's.
 template <class T>
 T numpy_loop(Op op, T running, const T* values, std::int64_t n) {
   if (n < 1) return running;
   const int lanes = simd_bytes() / static_cast<int>(sizeof(T));
+  const std::int64_t vector_end = n / lanes * lanes;
   T acc[16];
   std::fill(acc, acc + lanes, running);
-  std::int64_t i = 0;
-  const std::int64_t per_loop = 8 * static_cast<std::int64_t>(lanes);
-  for (; n - i >= per_loop; i += per_loop) {
-    for (int j = 0; j < lanes; ++j) {
-      T v[8];
-      for (int k = 0; k < 8; ++k) v[k] = values[i + k * lanes + j];
-      const T r01 = lane_op(op, v[0], v[1]), r23 = lane_op(op, v[2], v[3]);
-      const T r45 = lane_op(op, v[4], v[5]), r67 = lane_op(op, v[6], v[7]);
-      acc[j] = lane_op(op, acc[j], lane_op(op, lane_op(op, r01, r23), lane_op(op, r45, r67)));
+  bool seen[16] = {};
+  int missing = lanes;
+  for (std::int64_t i = vector_end - 1; i >= 0 && missing > 0; --i) {
+    const int lane = static_cast<int>(i % lanes);
+    if (!seen[lane] && values[i] == T(0)) {
+      acc[lane] = values[i];
+      seen[lane] = true;
+      --missing;
     }
   }
-  for (; n - i >= lanes; i += lanes)
-    for (int j = 0; j < lanes; ++j) acc[j] = lane_op(op, acc[j], values[i + j]);
   T r = reduce_lanes(op, acc, lanes);
-  for (; i < n; ++i) r = tail_op(op, r, values[i]);
+  for (std::int64_t i = vector_end; i < n; ++i) r = tail_op(op, r, values[i]);
   return r;
 }
 
@@ -156,7 +158,9 @@ ZeroMap block_map(Op op, const T* values, std::int64_t n) {
 
 template <class T>
 ZeroClass first_block_class(Op op, const T* values, std::int64_t n) {
-  return class_of(numpy_loop(op, values[0], values + 1, n - 1));
+  // Element 0 is the running result; in a block whose extreme is a zero, one that is not
+  // a zero is beaten by every zero, as the identity is.
+  return block_map(op, values + 1, n - 1).to[class_of(values[0])];
 }
 
 template ZeroMap block_map<float>(Op, const float*, std::int64_t);

@@ -854,7 +854,11 @@ PYBIND11_MODULE(_ooc, m) {
       // text, lower-cased: "x.npy: no such file or directory").
       const std::string& problem = e.problem();
       PyObject* type = error_type.ptr();
-      if (ends_with(problem, "no such file or directory")) type = PyExc_FileNotFoundError;
+      // The reductions numpy refuses on an empty array raise numpy's ValueError, with
+      // numpy's own words (ooc's kernels throw them as they are).
+      if (problem.starts_with("zero-size array to reduction operation") || problem.starts_with("attempt to get arg"))
+        type = PyExc_ValueError;
+      else if (ends_with(problem, "no such file or directory")) type = PyExc_FileNotFoundError;
       else if (ends_with(problem, "permission denied") || ends_with(problem, "operation not permitted"))
         type = PyExc_PermissionError;
       PyErr_SetString(type, one_line(e.what()).c_str());

@@ -59,7 +59,7 @@ def test_every_reduction_full_and_along_each_axis(module_tmp, code, byteorder):
                 try:
                     expected = numpy_reduction(op, data, axis)
                 except (TypeError, ValueError):
-                    with pytest.raises((ValueError, ooc.Error)):
+                    with pytest.raises(ValueError):  # numpy's exception, for an empty axis too
                         getattr(ooc, op)(a, axis=axis)
                     continue
                 ours = getattr(ooc, op)(a, axis=axis)
@@ -122,8 +122,11 @@ def test_zero_d_and_empty_arrays(tmp):
     for op in ("mean", "nanmean", "var", "std"):
         with pytest.warns(RuntimeWarning, match=f"{op} of an empty array is nan"):
             assert np.isnan(getattr(ooc, op)(e))
-    with pytest.raises(ooc.Error, match="zero-size array"):  # a runtime error of ooc's, as oocrun's exit 1
-        ooc.min(e)
+    for op, words in [("min", "zero-size array to reduction operation minimum which has no identity"),
+                      ("nanmax", "zero-size array to reduction operation fmax"),
+                      ("argmin", "attempt to get argmin of an empty sequence")]:
+        with pytest.raises(ValueError, match=words):  # numpy's exception and words
+            getattr(ooc, op)(e)
     assert np.array_equal(ooc.sum(e, axis=0), np.zeros(3, dtype=np.int64))
     assert ooc.sum(e, axis=1).shape == (0,)
     assert np.asarray(e).shape == (0, 3)

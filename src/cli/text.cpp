@@ -105,7 +105,7 @@ int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet)
   if (m.import->parsed()) {
     TextImportOptions text;
     try {
-      text.dtype = DType::from_numpy(m.dtype).native();
+      text.dtype = DType::from_numpy(m.dtype);
     } catch (const std::invalid_argument& e) {
       throw UsageError("", std::string("--dtype: ") + e.what());
     }

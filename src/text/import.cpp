@@ -214,7 +214,10 @@ class ChunkPool {
 
 TextImportResult import_text(const std::string& text_path, const std::string& out_path, const TextImportOptions& opt,
                              const PipelineOptions& options) {
+  // Values are parsed in native order; the file keeps the byte order asked for, as
+  // np.save(np.loadtxt(f, dtype='>f8')) does (the parse stage swaps each chunk).
   const DType dtype = opt.dtype.native();
+  const DType file_dtype = opt.dtype;
   if (dtype.kind() == Kind::boolean) throw UsageError(text_path, "import reads numbers: --dtype bool is not supported");
   if (opt.ndmin < 0 || opt.ndmin > 2) throw UsageError(text_path, "ndmin must be 0, 1 or 2");
   if (opt.skip_rows < 0) throw UsageError(text_path, "--skip-rows must not be negative");
@@ -240,7 +243,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   TextInput input(text_path);
   text::Dialect dialect{opt.delimiter, opt.comment};
   TextImportResult result;
-  result.dtype = dtype;
+  result.dtype = file_dtype;
 
   // The lines before the data, one at a time: --skip-rows, a UTF-8 byte order mark,
   // blank and comment lines, the --header line; then the first data row, whose fields
@@ -283,7 +286,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   // The output: a .npy with its header reserved, or for HDF5 a hidden raw file copied
   // into the dataset once its shape is known.
   const std::string header0 =
-      dataset ? std::string() : npy::make_header(dtype, loadtxt_shape(2, kept, columns_known, opt.ndmin), Order::c);
+      dataset ? std::string() : npy::make_header(file_dtype, loadtxt_shape(2, kept, columns_known, opt.ndmin), Order::c);
   text::AppendFile out(dataset ? dataset->file : out_path, out_path);
   out.skip_to(header0.size());
 
@@ -311,6 +314,9 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
         auto& c = *static_cast<Chunk*>(state);
         text::parse_chunk(std::string_view(c.text.data(), c.text.size()), dialect, layout, dtype, missing, c.result,
                           c.scratch);
+        if (file_dtype != dtype && !c.result.values.empty())
+          convert(dtype, c.result.values.data(), file_dtype, c.result.values.data(),
+                  static_cast<std::int64_t>(c.result.values.size() / static_cast<std::size_t>(dtype.itemsize())));
       },
       [&](void* state) {
         auto& c = *static_cast<Chunk*>(state);
@@ -334,7 +340,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
                                    static_cast<std::uint64_t>(dtype.itemsize());
 
   if (!dataset) {
-    const std::string header = npy::make_header(dtype, result.shape, Order::c);
+    const std::string header = npy::make_header(file_dtype, result.shape, Order::c);
     if (header.size() != header0.size()) {  // a 0-d result, a 1-row one: move the data
       move_bytes(out.fd(), header0.size(), header.size(), data_bytes, out_path);
       out.truncate(header.size() + data_bytes);
@@ -344,7 +350,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
     return result;
   }
   // HDF5: the dataset is made now that its shape is known, and the values copied in.
-  MappedArray array = create_hdf5(out_path, dtype, result.shape, opt.overwrite);
+  MappedArray array = create_hdf5(out_path, file_dtype, result.shape, opt.overwrite);
   const int fd = detail::MappedArrayAccess::fd(array);
   std::vector<char> buf(std::min<std::uint64_t>(std::max<std::uint64_t>(data_bytes, 1), 8 << 20));
   for (std::uint64_t at = 0; at < data_bytes; at += buf.size()) {

@@ -224,6 +224,29 @@ class TextTest(unittest.TestCase):
             with open(out, "rb") as f:
                 self.assertEqual(f.read(), saved(loadtxt(src, delimiter=",", **kw)), (text, kw))
 
+    def test_big_endian_dtype_is_kept(self):
+        # np.loadtxt(dtype='>f8') gives a '>f8' array and np.save writes '>f8': the same
+        # header and bytes, not the native-order array's.
+        src = self.write("be.csv", "1.5,-2\n3,4e300\n")
+        for dtype in (">f8", ">f4", ">i4", ">u2", ">f2", "<i8"):
+            out = self.path("be.npy")
+            missing = ["--missing", "7"] if dtype[1] != "f" else []
+            run("import", src, "-o", out, "--dtype", dtype, "--quiet", *missing, check=False)
+            if dtype[1] != "f":
+                src_i = self.write("bei.csv", "1,-2\n3,\n" if dtype[1] == "i" else "1,2\n3,\n")
+                run("import", src_i, "-o", out, "--dtype", dtype, "--missing", "7", "--quiet")
+                expected = np.array([[1, -2 if dtype[1] == "i" else 2], [3, 7]], dtype=dtype)
+            else:
+                expected = loadtxt(src, delimiter=",", dtype=dtype)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), saved(expected), dtype)
+        import h5py
+        h5 = self.path("be.h5")
+        run("import", src, "-o", h5 + ":/d", "--dtype", ">f4", "--quiet")
+        with h5py.File(h5, "r") as f:
+            self.assertEqual(f["/d"].dtype, np.dtype(">f4"))
+            self.assertEqual(f["/d"][...].tobytes(), loadtxt(src, delimiter=",", dtype=">f4").tobytes())
+
     def test_accepted_oddities(self):
         cases = {
             "bom.csv": (b"\xef\xbb\xbf1,2\n3,4\n", np.array([[1.0, 2], [3, 4]])),

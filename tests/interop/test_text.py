@@ -445,7 +445,10 @@ class TextTest(unittest.TestCase):
         a[0, :4] = [np.nan, -np.nan, np.inf, -np.inf]
         b = rng.integers(-10**9, 10**9, (100, 3))
         for arr, fmt, delim in [(a, "%.6g", ","), (a[1:], "%10.3f", ","), (a, "%e", "\t"), (a[1:], "%d", ","),
-                                (a, "%+.3E", ";"), (b, "%d", ","), (b, "%.2f", " "), (b, "%5i", ",")]:
+                                (a, "%+.3E", ";"), (b, "%d", ","), (b, "%.2f", " "), (b, "%5i", ","),
+                                # Python zero-pads inf and nan ('%012.4f' % inf is '000000000inf')
+                                (a, "%012.4f", ","), (a, "%+012e", ","), (a, "% 010G", ","), (a, "%-012.4f", ","),
+                                (a, "x%08.2fy", ",")]:
             src = self.path("f.npy")
             np.save(src, arr)
             out = self.path("f.csv")

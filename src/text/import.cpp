@@ -57,9 +57,21 @@ class TextInput {
       // (memchr of a null pointer is undefined even for 0 bytes: an empty vector's data())
       const void* nl =
           pending_.size() > scanned ? std::memchr(pending_.data() + scanned, '\n', pending_.size() - scanned) : nullptr;
-      if (nl != nullptr || eof_) {
+      // A '\r' not followed by '\n' ends a line too, as in parse_chunk; one last in what is
+      // read so far waits for the next byte.
+      const std::size_t limit =
+          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - pending_.data()) : pending_.size();
+      const void* cr = limit > head_ ? std::memchr(pending_.data() + head_, '\r', limit - head_) : nullptr;
+      std::size_t cr_end = 0;
+      if (cr != nullptr) {
+        const auto i = static_cast<std::size_t>(static_cast<const char*>(cr) - pending_.data());
+        if (i + 1 < pending_.size() ? pending_[i + 1] != '\n' : eof_) cr_end = i + 1;
+      }
+      if (cr_end != 0 || nl != nullptr || eof_) {
         const std::size_t end =
-            nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - pending_.data()) + 1 : pending_.size();
+            cr_end != 0 ? cr_end
+            : nl        ? static_cast<std::size_t>(static_cast<const char*>(nl) - pending_.data()) + 1
+                        : pending_.size();
         if (end == head_) return std::nullopt;
         std::string out(pending_.data() + head_, end - head_);
         consumed_ += end - head_;

@@ -253,9 +253,21 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
   auto fail = [&](std::size_t column, std::string problem) {
     result.error = ParseError{result.lines, static_cast<std::int64_t>(column) + 1, std::move(problem)};
   };
+  // np.loadtxt reads a file with Python's universal newlines: a lone '\r' (old Mac line
+  // ends) ends a line as '\n' and "\r\n" do. Chunks end after a '\n' or at the end of
+  // the input, so a '\r' last in a chunk is not half of a "\r\n". Looked for per line
+  // only in a chunk that has one.
+  const bool has_cr = !chunk.empty() && std::memchr(chunk.data(), '\r', chunk.size()) != nullptr;
   while (pos < chunk.size()) {
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
-    const std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
+    std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
+    if (has_cr) {
+      const void* cr = std::memchr(chunk.data() + pos, '\r', end - pos);
+      if (cr != nullptr) {
+        const auto i = static_cast<std::size_t>(static_cast<const char*>(cr) - chunk.data());
+        if (i + 1 == chunk.size() || chunk[i + 1] != '\n') end = i + 1;
+      }
+    }
     const std::string_view content = line_content(chunk.substr(pos, end - pos), dialect);
     pos = end;
     if (blank(content, dialect)) {

@@ -98,6 +98,8 @@ TextCommands::~TextCommands() = default;
 
 bool TextCommands::parsed() const { return impl_->import->parsed() || impl_->export_->parsed(); }
 
+bool TextCommands::importing() const { return impl_->import->parsed(); }
+
 int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet) {
   Impl& m = *impl_;
   const auto start = std::chrono::steady_clock::now();

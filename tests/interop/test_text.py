@@ -342,6 +342,15 @@ class TextTest(unittest.TestCase):
         p = run("import", self.path("nonexistent.csv"), "-o", self.path("x.npy"), check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("nonexistent.csv", p.stderr)
+        # The output is an array, named as apply's: another name is a usage error, no file
+        # made (export alone writes text).
+        ok = self.write("ok.csv", "1,2\n")
+        for name in ("out.txt", "out.csv", "-"):
+            before = sorted(os.listdir(self.dir))
+            p = run("import", ok, "-o", name if name == "-" else self.path(name), check=False)
+            self.assertEqual(p.returncode, 2, (name, p.stderr))
+            self.assertIn("an output is a .npy file", p.stderr)
+            self.assertEqual(sorted(os.listdir(self.dir)), before)
 
     def test_file_shrinking_while_read(self):
         row = ",".join("%.17g" % x for x in np.linspace(0, 1, 8)) + "\n"

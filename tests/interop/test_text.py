@@ -268,6 +268,22 @@ class TextTest(unittest.TestCase):
         run("import", src, "-o", self.path("cr.npy"), "--tile-bytes", "64K", "--overwrite", "--quiet")
         np.testing.assert_array_equal(np.load(self.path("cr.npy")), loadtxt(src, delimiter=","))
 
+    def test_unicode_whitespace_as_loadtxt(self):
+        # np.loadtxt strips fields of what str.isspace() takes, non-ASCII included (a
+        # no-break space from a spreadsheet), and splits on it with delimiter=None.
+        for text, kw, args in [("\u00a01.5,2\u00a0\n3,\u2003 4\n", {}, []),
+                               ("1\u00a02\u3000 3\n4 5\u20096\n", {"delimiter": None}, ["--delimiter", "whitespace"]),
+                               ("\u00a0\n1 2\n\u2028\n3 4\n", {"delimiter": None}, ["--delimiter", "whitespace"]),
+                               ("7\u202f,\u0085-8\n", {"dtype": "i4"}, ["--dtype", "i4"])]:
+            src = self.write("u.csv", text.encode("utf-8"))
+            out = self.path("u.npy")
+            run("import", src, "-o", out, *args, "--overwrite", "--quiet")
+            kw.setdefault("delimiter", ",")
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), saved(loadtxt(src, encoding="utf-8", **kw)), text)
+        src = self.write("u.csv", "1\u00e9,2\n".encode("utf-8"))  # not a space: still an error
+        self.assert_fails(src, where="u.csv:1:1: could not convert")
+
     def test_accepted_oddities(self):
         cases = {
             "bom.csv": (b"\xef\xbb\xbf1,2\n3,4\n", np.array([[1.0, 2], [3, 4]])),

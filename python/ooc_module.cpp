@@ -508,7 +508,7 @@ py::dict import_text(const std::string& text_path, const std::string& out, const
                      const std::optional<std::string>& missing, int ndmin, bool overwrite, const CallOptions& call,
                      const py::object& progress) {
   ooc::TextImportOptions text;
-  text.dtype = ooc::DType::from_numpy(dtype).native();
+  text.dtype = ooc::DType::from_numpy(dtype);
   text.delimiter = one_character(delimiter, "delimiter");
   if (delimiter && delimiter->empty()) throw ooc::UsageError("", "delimiter: one character, or None for whitespace");
   text.comment = one_character(comments, "comments");

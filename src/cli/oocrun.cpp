@@ -206,7 +206,7 @@ void start_signal_watch() {
   }).detach();
 }
 
-// What -o may name (apply, reduce --axis, eval): a .npy file or an HDF5 dataset. Anything
+// What -o may name (apply, reduce --axis, eval, import): a .npy file or an HDF5 dataset. Anything
 // else is refused before anything is opened or created, rather than written as a .npy
 // under that name (`-o Z.txt`, `-o -`) or through a link to a device or pipe
 // (`-o /dev/stdout`): oocrun writes arrays to files, never to a stream.
@@ -901,6 +901,7 @@ int main(int argc, char** argv) {
   common.json = json;
   try {
     if (info->parsed()) return run_info(path, json);
+    if (text_commands.importing()) check_output_name(out_path);  // export's output is text: exempt
     if (text_commands.parsed()) return text_commands.run(pipeline_options(common), common.progress, common.quiet);
     for (const std::string& out : {out_path, reduce_args.output})
       if (!out.empty()) check_output_name(out);

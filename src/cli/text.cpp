@@ -98,6 +98,8 @@ TextCommands::~TextCommands() = default;
 
 bool TextCommands::parsed() const { return impl_->import->parsed() || impl_->export_->parsed(); }
 
+bool TextCommands::importing() const { return impl_->import->parsed(); }
+
 int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet) {
   Impl& m = *impl_;
   const auto start = std::chrono::steady_clock::now();
@@ -105,7 +107,7 @@ int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet)
   if (m.import->parsed()) {
     TextImportOptions text;
     try {
-      text.dtype = DType::from_numpy(m.dtype).native();
+      text.dtype = DType::from_numpy(m.dtype);
     } catch (const std::invalid_argument& e) {
       throw UsageError("", std::string("--dtype: ") + e.what());
     }

@@ -17,6 +17,8 @@ class TextCommands {
   TextCommands(CLI::App& app, std::string& input, std::string& output);
   ~TextCommands();
   bool parsed() const;
+  /// Whether `import` was parsed: its output is an array, named as apply's is.
+  bool importing() const;
   /// Runs the one that was parsed; returns the exit status (errors are thrown).
   int run(const PipelineOptions& options, bool progress, bool quiet);
 

@@ -104,12 +104,27 @@ template <class... A> void put_printf(std::string& out, const std::string& spec,
 // The printf specs a Format uses, made once.
 struct Specs {
   std::string floating, signed_int, unsigned_int, big_float;
+  // Python's `%` pads inf and nan with zeros after the sign for the 0 flag ('%012.4f' % inf
+  // is '000000000inf'); C pads them with spaces. With that flag (and no '-'), they are
+  // formatted without the width (nonfinite) and padded to zero_width here.
+  std::string nonfinite, around;
+  std::size_t zero_width = 0;
   explicit Specs(const Format& f) {
     const std::string head = f.prefix + "%" + f.flags_width;
     floating = head + f.precision + f.conversion + f.suffix;
     signed_int = head + f.precision + "lld" + f.suffix;
     unsigned_int = head + f.precision + "llu" + f.suffix;
     big_float = head + ".0f" + f.suffix;  // %d of a float beyond 64 bits: its integer digits
+    const std::string flags = f.flags_width.substr(0, f.flags_width.find_first_not_of("-+ #0"));
+    const std::string width = f.flags_width.substr(flags.size());
+    if (flags.find('0') != std::string::npos && flags.find('-') == std::string::npos && !width.empty()) {
+      std::string kept;
+      for (char c : flags)
+        if (c != '0') kept += c;
+      nonfinite = "%" + kept + f.precision + f.conversion;
+      around = f.prefix + "%s" + f.suffix;
+      zero_width = static_cast<std::size_t>(std::stoi(width));
+    }
   }
 };
 
@@ -118,6 +133,13 @@ template <class T> void put_value(std::string& out, T v, const Format& f, const 
   if (!f.integer()) {
     double x = static_cast<double>(v);
     if (std::isnan(x)) x = std::numeric_limits<double>::quiet_NaN();  // Python never prints -nan
+    if (specs.zero_width > 0 && !std::isfinite(x)) {
+      std::string core;
+      put_printf(core, specs.nonfinite, x);
+      const std::size_t at = !core.empty() && (core[0] == '+' || core[0] == '-' || core[0] == ' ') ? 1 : 0;
+      if (core.size() < specs.zero_width) core.insert(at, specs.zero_width - core.size(), '0');
+      return put_printf(out, specs.around, core.c_str());
+    }
     return put_printf(out, specs.floating, x);
   }
   if constexpr (std::is_integral_v<T>) {

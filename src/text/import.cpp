@@ -57,9 +57,21 @@ class TextInput {
       // (memchr of a null pointer is undefined even for 0 bytes: an empty vector's data())
       const void* nl =
           pending_.size() > scanned ? std::memchr(pending_.data() + scanned, '\n', pending_.size() - scanned) : nullptr;
-      if (nl != nullptr || eof_) {
+      // A '\r' not followed by '\n' ends a line too, as in parse_chunk; one last in what is
+      // read so far waits for the next byte.
+      const std::size_t limit =
+          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - pending_.data()) : pending_.size();
+      const void* cr = limit > head_ ? std::memchr(pending_.data() + head_, '\r', limit - head_) : nullptr;
+      std::size_t cr_end = 0;
+      if (cr != nullptr) {
+        const auto i = static_cast<std::size_t>(static_cast<const char*>(cr) - pending_.data());
+        if (i + 1 < pending_.size() ? pending_[i + 1] != '\n' : eof_) cr_end = i + 1;
+      }
+      if (cr_end != 0 || nl != nullptr || eof_) {
         const std::size_t end =
-            nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - pending_.data()) + 1 : pending_.size();
+            cr_end != 0 ? cr_end
+            : nl        ? static_cast<std::size_t>(static_cast<const char*>(nl) - pending_.data()) + 1
+                        : pending_.size();
         if (end == head_) return std::nullopt;
         std::string out(pending_.data() + head_, end - head_);
         consumed_ += end - head_;
@@ -214,7 +226,10 @@ class ChunkPool {
 
 TextImportResult import_text(const std::string& text_path, const std::string& out_path, const TextImportOptions& opt,
                              const PipelineOptions& options) {
+  // Values are parsed in native order; the file keeps the byte order asked for, as
+  // np.save(np.loadtxt(f, dtype='>f8')) does (the parse stage swaps each chunk).
   const DType dtype = opt.dtype.native();
+  const DType file_dtype = opt.dtype;
   if (dtype.kind() == Kind::boolean) throw UsageError(text_path, "import reads numbers: --dtype bool is not supported");
   if (opt.ndmin < 0 || opt.ndmin > 2) throw UsageError(text_path, "ndmin must be 0, 1 or 2");
   if (opt.skip_rows < 0) throw UsageError(text_path, "--skip-rows must not be negative");
@@ -240,7 +255,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   TextInput input(text_path);
   text::Dialect dialect{opt.delimiter, opt.comment};
   TextImportResult result;
-  result.dtype = dtype;
+  result.dtype = file_dtype;
 
   // The lines before the data, one at a time: --skip-rows, a UTF-8 byte order mark,
   // blank and comment lines, the --header line; then the first data row, whose fields
@@ -283,7 +298,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   // The output: a .npy with its header reserved, or for HDF5 a hidden raw file copied
   // into the dataset once its shape is known.
   const std::string header0 =
-      dataset ? std::string() : npy::make_header(dtype, loadtxt_shape(2, kept, columns_known, opt.ndmin), Order::c);
+      dataset ? std::string() : npy::make_header(file_dtype, loadtxt_shape(2, kept, columns_known, opt.ndmin), Order::c);
   text::AppendFile out(dataset ? dataset->file : out_path, out_path);
   out.skip_to(header0.size());
 
@@ -311,6 +326,9 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
         auto& c = *static_cast<Chunk*>(state);
         text::parse_chunk(std::string_view(c.text.data(), c.text.size()), dialect, layout, dtype, missing, c.result,
                           c.scratch);
+        if (file_dtype != dtype && !c.result.values.empty())
+          convert(dtype, c.result.values.data(), file_dtype, c.result.values.data(),
+                  static_cast<std::int64_t>(c.result.values.size() / static_cast<std::size_t>(dtype.itemsize())));
       },
       [&](void* state) {
         auto& c = *static_cast<Chunk*>(state);
@@ -334,7 +352,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
                                    static_cast<std::uint64_t>(dtype.itemsize());
 
   if (!dataset) {
-    const std::string header = npy::make_header(dtype, result.shape, Order::c);
+    const std::string header = npy::make_header(file_dtype, result.shape, Order::c);
     if (header.size() != header0.size()) {  // a 0-d result, a 1-row one: move the data
       move_bytes(out.fd(), header0.size(), header.size(), data_bytes, out_path);
       out.truncate(header.size() + data_bytes);
@@ -344,7 +362,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
     return result;
   }
   // HDF5: the dataset is made now that its shape is known, and the values copied in.
-  MappedArray array = create_hdf5(out_path, dtype, result.shape, opt.overwrite);
+  MappedArray array = create_hdf5(out_path, file_dtype, result.shape, opt.overwrite);
   const int fd = detail::MappedArrayAccess::fd(array);
   std::vector<char> buf(std::min<std::uint64_t>(std::max<std::uint64_t>(data_bytes, 1), 8 << 20));
   for (std::uint64_t at = 0; at < data_bytes; at += buf.size()) {

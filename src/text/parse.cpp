@@ -17,10 +17,46 @@ bool fused_parsing = true;
 
 namespace {
 
+// The length of a whitespace character at s[i] (0 for none): is_space's ASCII, and the
+// UTF-8 encodings of the others Python's str.isspace() takes (U+0085, U+00A0, U+1680,
+// U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000): np.loadtxt strips fields of
+// them and splits on them with delimiter=None ('1\u00a02' is two fields).
+std::size_t space_at(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return is_space(s[i]) ? 1 : 0;
+  auto at = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  if (c == 0xC2) return at(1) == 0x85 || at(1) == 0xA0 ? 2 : 0;
+  if (c == 0xE1) return at(1) == 0x9A && at(2) == 0x80 ? 3 : 0;
+  if (c == 0xE2 && at(1) == 0x80) {
+    const unsigned d = at(2);
+    return (d >= 0x80 && d <= 0x8A) || d == 0xA8 || d == 0xA9 || d == 0xAF ? 3 : 0;
+  }
+  if (c == 0xE2) return at(1) == 0x81 && at(2) == 0x9F ? 3 : 0;
+  if (c == 0xE3) return at(1) == 0x80 && at(2) == 0x80 ? 3 : 0;
+  return 0;
+}
+
+// The length of a whitespace character that ends just before s[e] (0 for none).
+std::size_t space_before(std::string_view s, std::size_t e) {
+  if (e == 0) return 0;
+  if (static_cast<unsigned char>(s[e - 1]) < 0x80) return is_space(s[e - 1]) ? 1 : 0;
+  for (const std::size_t n : {std::size_t{2}, std::size_t{3}})
+    if (e >= n && space_at(s.substr(0, e), e - n) == n) return n;
+  return 0;
+}
+
 std::string_view trim(std::string_view s) {
   std::size_t b = 0, e = s.size();
-  while (b < e && is_space(s[b])) ++b;
-  while (e > b && is_space(s[e - 1])) --e;
+  while (b < e) {
+    const std::size_t n = space_at(s, b);
+    if (n == 0) break;
+    b += n;
+  }
+  while (e > b) {
+    const std::size_t n = space_before(s, e);
+    if (n == 0 || e - n < b) break;
+    e -= n;
+  }
   return s.substr(b, e - b);
 }
 
@@ -66,7 +102,7 @@ std::string_view line_content(std::string_view line, const Dialect& dialect) {
 
 bool blank(std::string_view content, const Dialect& dialect) {
   if (dialect.delimiter != 0) return content.empty();
-  return std::all_of(content.begin(), content.end(), is_space);
+  return trim(content).empty();
 }
 
 void split_fields(std::string_view content, const Dialect& dialect,
@@ -76,10 +112,11 @@ void split_fields(std::string_view content, const Dialect& dialect,
   if (dialect.delimiter == 0) {
     std::size_t i = 0;
     while (true) {
-      while (i < n && is_space(content[i])) ++i;
+      std::size_t k = 0;
+      while (i < n && (k = space_at(content, i)) != 0) i += k;
       if (i == n) return;
       const std::size_t b = i;
-      while (i < n && !is_space(content[i])) ++i;
+      while (i < n && space_at(content, i) == 0) ++i;
       out.emplace_back(b, i);
     }
   }
@@ -253,9 +290,21 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
   auto fail = [&](std::size_t column, std::string problem) {
     result.error = ParseError{result.lines, static_cast<std::int64_t>(column) + 1, std::move(problem)};
   };
+  // np.loadtxt reads a file with Python's universal newlines: a lone '\r' (old Mac line
+  // ends) ends a line as '\n' and "\r\n" do. Chunks end after a '\n' or at the end of
+  // the input, so a '\r' last in a chunk is not half of a "\r\n". Looked for per line
+  // only in a chunk that has one.
+  const bool has_cr = !chunk.empty() && std::memchr(chunk.data(), '\r', chunk.size()) != nullptr;
   while (pos < chunk.size()) {
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
-    const std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
+    std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
+    if (has_cr) {
+      const void* cr = std::memchr(chunk.data() + pos, '\r', end - pos);
+      if (cr != nullptr) {
+        const auto i = static_cast<std::size_t>(static_cast<const char*>(cr) - chunk.data());
+        if (i + 1 == chunk.size() || chunk[i + 1] != '\n') end = i + 1;
+      }
+    }
     const std::string_view content = line_content(chunk.substr(pos, end - pos), dialect);
     pos = end;
     if (blank(content, dialect)) {

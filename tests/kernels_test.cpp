@@ -462,7 +462,7 @@ TEST_CASE("reduction states survive the trip through bytes") {
   sum.count = 24577;
   ooc::StateWriter out;
   ooc::save_state(sum, out);
-  ooc::kernels::Min::state_for<ooc::half> low{ooc::half(-3.5f), true};
+  ooc::kernels::Min::state_for<ooc::half> low{ooc::half(-3.5f), true, {}};
   ooc::save_state(low, out);
   const std::vector<std::byte> bytes = std::move(out).take();
 

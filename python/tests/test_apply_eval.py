@@ -202,23 +202,33 @@ def test_map_blocks_refuses_a_result_of_the_wrong_shape(tmp):
 
 
 def test_map_blocks_runs_on_several_threads(tmp):
-    path = save(tmp, "a.npy", sample("f8", (8192 * 8,)))
-    threads, running, most = set(), [0], [0]
-    lock = threading.Lock()
+    path = save(tmp, "a.npy", sample("f8", (8192 * 24,)))
 
-    def slow(x):
-        with lock:
-            threads.add(threading.get_ident())
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.02)  # releases the GIL, as numpy's ufuncs do
-        with lock:
-            running[0] -= 1
-        return x.sum()
+    def overlap():
+        threads, running, most = set(), [0], [0]
+        lock = threading.Lock()
 
-    parts = ooc.map_blocks(slow, path, threads=2, tile_bytes=8192 * 8)
-    assert len(parts) == 8
-    assert most[0] == 2 and len(threads) >= 2
+        def slow(x):
+            with lock:
+                threads.add(threading.get_ident())
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.03)  # releases the GIL, as numpy's ufuncs do
+            with lock:
+                running[0] -= 1
+            return x.sum()
+
+        parts = ooc.map_blocks(slow, path, threads=2, tile_bytes=8192 * 8)
+        assert len(parts) == 24
+        return most[0], len(threads)
+
+    # On a loaded 2-core machine (CI builds the sanitized tree beside these tests) the
+    # second thread can miss a whole run of short blocks: a few tries, any one showing
+    # two blocks at once.
+    seen = [overlap() for _ in range(1)]
+    while seen[-1][0] != 2 and len(seen) < 4:
+        seen.append(overlap())
+    assert seen[-1][0] == 2 and seen[-1][1] >= 2, seen
 
 
 def test_apply_and_eval_on_zero_d_and_empty_arrays(tmp):

@@ -133,28 +133,35 @@ void split_fields(std::string_view content, const Dialect& dialect,
   }
 }
 
-bool parse_double(std::string_view field, double& out) {
-  const std::string_view s = trim(field);
-  const char* p = s.data();
-  const char* e = p + s.size();
+// One number at p as Python's float() reads it: an optional sign, then what fast_float
+// reads, where a non-finite value must be the word nan, inf or infinity (fast_float also
+// takes "nan(...)") or an overflowing number with digits ("1e400", infinite as in Python).
+// Returns where the number ends, or nullptr when there is none.
+static const char* signed_number(const char* p, const char* end, double& out) {
   bool negative = false;
-  if (p < e && (*p == '+' || *p == '-')) {
+  if (p < end && (*p == '+' || *p == '-')) {
     negative = *p == '-';
     ++p;
   }
-  if (p == e || *p == '+' || *p == '-') return false;
+  if (p == end || *p == '+' || *p == '-') return nullptr;
   double value = 0;
-  const auto r = fast_float::from_chars(p, e, value);
-  if (r.ec != std::errc() || r.ptr != e) return false;
-  if (!std::isfinite(value)) {
-    // fast_float also takes "nan(...)"; Python's float() takes only these words.
-    const std::string_view word(p, static_cast<std::size_t>(e - p));
-    if (!equals_lower(word, "nan") && !equals_lower(word, "inf") && !equals_lower(word, "infinity")) {
-      // An overflowing number ("1e400") is infinite, as in Python; it has digits.
-      if (!(*p >= '0' && *p <= '9') && *p != '.') return false;
-    }
+  const auto r = fast_float::from_chars(p, end, value);
+  if (r.ec != std::errc()) return nullptr;
+  if (!std::isfinite(value) && !(*p >= '0' && *p <= '9') && *p != '.') {
+    const std::string_view word(p, static_cast<std::size_t>(r.ptr - p));
+    if (!equals_lower(word, "nan") && !equals_lower(word, "inf") && !equals_lower(word, "infinity")) return nullptr;
   }
   out = negative ? -value : value;
+  return r.ptr;
+}
+
+bool parse_double(std::string_view field, double& out) {
+  const std::string_view s = trim(field);
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  double value = 0;
+  if (signed_number(s.data(), end, value) != end) return false;
+  out = value;
   return true;
 }
 
@@ -229,23 +236,12 @@ bool number_free(char delimiter) {
 // of the same field, with the same value.
 const char* number_then_delimiter(const char* p, const char* end, char delimiter, double& out) {
   while (p < end && *p != delimiter && is_space(*p)) ++p;
-  bool negative = false;
-  if (p < end && (*p == '+' || *p == '-')) {
-    negative = *p == '-';
-    ++p;
-  }
-  if (p == end || *p == '+' || *p == '-') return nullptr;
   double value = 0;
-  const auto r = fast_float::from_chars(p, end, value);
-  if (r.ec != std::errc()) return nullptr;
-  if (!std::isfinite(value) && !(*p >= '0' && *p <= '9') && *p != '.') {
-    const std::string_view word(p, static_cast<std::size_t>(r.ptr - p));
-    if (!equals_lower(word, "nan") && !equals_lower(word, "inf") && !equals_lower(word, "infinity")) return nullptr;
-  }
-  const char* q = r.ptr;
+  const char* q = signed_number(p, end, value);
+  if (q == nullptr) return nullptr;
   while (q < end && *q != delimiter && is_space(*q)) ++q;
   if (q != end && *q != delimiter) return nullptr;
-  out = negative ? -value : value;
+  out = value;
   return q;
 }
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -104,6 +105,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       check(std::isnan(d) || std::isinf(d), "a word that is not nan or inf");
       continue;
     }
+    // A field with bytes past ASCII can hold Python's other whitespace (U+00A0, U+0085,
+    // ...), which parse_double strips and strtod does not read: test_text.py checks those
+    // against np.loadtxt; strtod is the reference for the ASCII ones.
+    if (std::any_of(field.begin(), field.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+      continue;
     std::size_t lead = 0;  // Python's whitespace, some of which strtod does not skip
     while (lead < field.size() && ooc::text::is_space(field[lead])) ++lead;
     const double ref = std::strtod(field.c_str() + lead, nullptr);

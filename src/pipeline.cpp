@@ -250,13 +250,15 @@ std::size_t tokens_in_flight(const PipelineOptions& options) {
 }
 
 void run_in_arena(int threads, const std::function<void()>& fn) {
-  // The default limit is the core count; a larger explicit request (the determinism
-  // sweeps use 7 threads on 2 cores) needs the limit raised for this run.
-  std::unique_ptr<oneapi::tbb::global_control> limit;
-  if (threads > oneapi::tbb::info::default_concurrency())
-    limit = std::make_unique<oneapi::tbb::global_control>(
-        oneapi::tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
-  oneapi::tbb::task_arena arena(threads);
+  // The process-wide limit is the core count unless something lowered it; a larger
+  // explicit request (the determinism sweeps use 7 threads on 2 cores) needs the limit
+  // raised for this run, or the arena gets fewer workers than it asked for.
+  namespace tbb = oneapi::tbb;
+  std::unique_ptr<tbb::global_control> limit;
+  if (static_cast<std::size_t>(threads) > tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism))
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  static_cast<std::size_t>(threads));
+  tbb::task_arena arena(threads);
   arena.execute(fn);
 }
 

@@ -1,7 +1,6 @@
 """ooc.apply (every oocrun apply op, in place too), ooc.eval and ooc.map_blocks."""
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -203,32 +202,35 @@ def test_map_blocks_refuses_a_result_of_the_wrong_shape(tmp):
 
 def test_map_blocks_runs_on_several_threads(tmp):
     path = save(tmp, "a.npy", sample("f8", (8192 * 24,)))
+    threads, running, most = set(), [0], [0]
+    lock = threading.Lock()
+    together = threading.Event()
+    waited = [False]
 
-    def overlap():
-        threads, running, most = set(), [0], [0]
-        lock = threading.Lock()
+    def rendezvous(x):
+        # Each block waits (GIL released, as numpy's ufuncs release it) until a second
+        # block is running beside it: that happens only if the run gives blocks to two
+        # threads at once. No timing is assumed: on a loaded 2-core machine (CI compiles
+        # the sanitized tree beside these tests) the second thread may take a while to be
+        # scheduled; only the first block waits, for up to 60 s.
+        with lock:
+            threads.add(threading.get_ident())
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            if running[0] >= 2:
+                together.set()
+            first = not waited[0]
+            waited[0] = True
+        if first:
+            together.wait(60)
+        with lock:
+            running[0] -= 1
+        return x.sum()
 
-        def slow(x):
-            with lock:
-                threads.add(threading.get_ident())
-                running[0] += 1
-                most[0] = max(most[0], running[0])
-            time.sleep(0.03)  # releases the GIL, as numpy's ufuncs do
-            with lock:
-                running[0] -= 1
-            return x.sum()
-
-        parts = ooc.map_blocks(slow, path, threads=2, tile_bytes=8192 * 8)
-        assert len(parts) == 24
-        return most[0], len(threads)
-
-    # On a loaded 2-core machine (CI builds the sanitized tree beside these tests) the
-    # second thread can miss a whole run of short blocks: a few tries, any one showing
-    # two blocks at once.
-    seen = [overlap() for _ in range(1)]
-    while seen[-1][0] != 2 and len(seen) < 4:
-        seen.append(overlap())
-    assert seen[-1][0] == 2 and seen[-1][1] >= 2, seen
+    parts = ooc.map_blocks(rendezvous, path, threads=2, tile_bytes=8192 * 8)
+    assert len(parts) == 24
+    assert together.is_set() and most[0] == 2 and len(threads) >= 2, (
+        most[0], len(threads), os.sched_getaffinity(0), os.getloadavg())
 
 
 def test_apply_and_eval_on_zero_d_and_empty_arrays(tmp):

@@ -428,3 +428,26 @@ void ReduceOp::run_axis(const MappedArray& in, int axis, std::span<std::byte> ou
 }
 
 }  // namespace ooc::kernels
+
+namespace ooc {
+
+ReducedArray reduce_axis(const MappedArray& in, int axis, const kernels::ReduceOp& op, const PipelineOptions& options) {
+  int k = 0;
+  try {
+    k = kernels::normalize_axis(axis, in.ndim());
+  } catch (const UsageError& e) {
+    throw UsageError(in.path(), e.problem());
+  }
+  ReducedArray result;
+  result.dtype = op.result_dtype(in.dtype());
+  result.order = in.order();
+  for (int i = 0; i < in.ndim(); ++i)
+    if (i != k) result.shape.push_back(in.shape()[static_cast<std::size_t>(i)]);
+  std::int64_t count = 1;
+  for (std::int64_t extent : result.shape) count *= extent;
+  result.bytes.resize(static_cast<std::size_t>(count) * static_cast<std::size_t>(result.dtype.itemsize()));
+  op.run_axis(in, k, result.bytes, options);
+  return result;
+}
+
+}  // namespace ooc

@@ -263,9 +263,22 @@ HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions
 
 namespace ooc {
 
-#define OOC_INSTANTIATE_REDUCE(K) \
-  template detail::reduce_result_t<K> reduce<K>(const MappedArray&, const K&, const PipelineOptions&);
-OOC_REDUCTION_KERNELS(OOC_INSTANTIATE_REDUCE)
-#undef OOC_INSTANTIATE_REDUCE
+// The extern templates of reductions.hpp, one for one.
+template detail::reduce_result_t<kernels::Sum> reduce(const MappedArray&, const kernels::Sum&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Prod> reduce(const MappedArray&, const kernels::Prod&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Mean> reduce(const MappedArray&, const kernels::Mean&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Min> reduce(const MappedArray&, const kernels::Min&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Max> reduce(const MappedArray&, const kernels::Max&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::ArgMin> reduce(const MappedArray&, const kernels::ArgMin&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::ArgMax> reduce(const MappedArray&, const kernels::ArgMax&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Var> reduce(const MappedArray&, const kernels::Var&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::CountNonzero> reduce(const MappedArray&, const kernels::CountNonzero&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Any> reduce(const MappedArray&, const kernels::Any&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::All> reduce(const MappedArray&, const kernels::All&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::NanSum> reduce(const MappedArray&, const kernels::NanSum&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::NanMean> reduce(const MappedArray&, const kernels::NanMean&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::NanMin> reduce(const MappedArray&, const kernels::NanMin&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::NanMax> reduce(const MappedArray&, const kernels::NanMax&, const PipelineOptions&);
+template detail::reduce_result_t<kernels::Norm> reduce(const MappedArray&, const kernels::Norm&, const PipelineOptions&);
 
 }  // namespace ooc

@@ -4,6 +4,7 @@
 
 #include "ooc/dtype.hpp"
 #include "ooc/mapped_array.hpp"
+#include "ooc/pipeline.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/elementwise.hpp"
 #include "ooc/kernels/numpy_extremum.hpp"
@@ -14,7 +15,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -692,12 +696,6 @@ class Histogram {
 
 }  // namespace ooc::kernels
 
-#include "ooc/pipeline.hpp"
-
-#include <span>
-#include <string>
-#include <string_view>
-
 namespace ooc::kernels {
 
 /// The parameters some reductions take.
@@ -738,6 +736,10 @@ class ReduceOp {
   /// without transposing it. Not for histogram.
   void run_axis(const MappedArray& in, int axis, std::span<std::byte> out, const PipelineOptions& options = {}) const;
 
+  /// The ReduceOp of one of the built-in kernels above (Sum, Mean, Var{ddof, std}, ...).
+  template <class Kernel>
+  static ReduceOp of(const Kernel& kernel);
+
  private:
   std::string name_;
   Code code_ = Code::sum;
@@ -769,20 +771,88 @@ decltype(auto) ReduceOp::with_kernel(const Shape& shape, Order order, Fn&& fn) c
   }
 }
 
+template <class Kernel>
+ReduceOp ReduceOp::of(const Kernel& kernel) {
+  Params params;
+  const char* name = nullptr;
+  if constexpr (std::is_same_v<Kernel, Sum>) name = "sum";
+  else if constexpr (std::is_same_v<Kernel, Prod>) name = "prod";
+  else if constexpr (std::is_same_v<Kernel, Mean>) name = "mean";
+  else if constexpr (std::is_same_v<Kernel, Min>) name = "min";
+  else if constexpr (std::is_same_v<Kernel, Max>) name = "max";
+  else if constexpr (std::is_same_v<Kernel, ArgMin>) name = "argmin";
+  else if constexpr (std::is_same_v<Kernel, ArgMax>) name = "argmax";
+  else if constexpr (std::is_same_v<Kernel, CountNonzero>) name = "count_nonzero";
+  else if constexpr (std::is_same_v<Kernel, Any>) name = "any";
+  else if constexpr (std::is_same_v<Kernel, All>) name = "all";
+  else if constexpr (std::is_same_v<Kernel, NanSum>) name = "nansum";
+  else if constexpr (std::is_same_v<Kernel, NanMean>) name = "nanmean";
+  else if constexpr (std::is_same_v<Kernel, NanMin>) name = "nanmin";
+  else if constexpr (std::is_same_v<Kernel, NanMax>) name = "nanmax";
+  else if constexpr (std::is_same_v<Kernel, Norm>) name = "norm";
+  else if constexpr (std::is_same_v<Kernel, Var>) {
+    name = kernel.std ? "std" : "var";
+    params.ddof = kernel.ddof;
+  } else {
+    static_assert(sizeof(Kernel) == 0, "ReduceOp::of takes one of ooc::kernels' built-in reductions");
+  }
+  (void)kernel;
+  return parse(name, params);
+}
+
 }  // namespace ooc::kernels
 
 namespace ooc {
 
+/// A small array held in memory, in numpy's layout: what reduce_axis returns.
+struct ReducedArray {
+  DType dtype = dtype_of<double>;  ///< numpy's result dtype (native byte order)
+  Shape shape;                  ///< the input's shape without the reduced axis
+  Order order = Order::c;       ///< the input's memory order
+  std::vector<std::byte> bytes; ///< the elements, in `order`
+
+  std::int64_t size() const { return static_cast<std::int64_t>(bytes.size()) / dtype.itemsize(); }
+  /// The elements as T, which must be the dtype's own type (UsageError otherwise: a
+  /// float32 mean is read as values<float>()).
+  template <class T>
+  std::span<const T> values() const {
+    if (dtype_of<T> != dtype)
+      throw UsageError("", "the reduced array holds " + dtype.name() + ", not " + dtype_of<T>.name());
+    return {reinterpret_cast<const T*>(bytes.data()), static_cast<std::size_t>(size())};
+  }
+};
+
+/// The reduction `op` along `axis` of `in` (negative counts from the end, as numpy's), as
+/// np.<op>(in, axis=axis) gives it: `ooc::reduce_axis(x, 0, "mean")`. Streams the array
+/// once. Not for histogram.
+ReducedArray reduce_axis(const MappedArray& in, int axis, const kernels::ReduceOp& op, const PipelineOptions& options = {});
+
+/// The same with a built-in kernel: `ooc::reduce_axis(x, 0, ooc::kernels::Mean{})`,
+/// `ooc::reduce_axis(x, 0, ooc::kernels::Var{.ddof = 1, .std = true})`.
+template <class Kernel>
+ReducedArray reduce_axis(const MappedArray& in, int axis, const Kernel& kernel, const PipelineOptions& options = {}) {
+  return reduce_axis(in, axis, kernels::ReduceOp::of(kernel), options);
+}
+
 // The whole-array reductions of ReduceOp are compiled once, in the library
 // (reductions.cpp): a program calling ooc::reduce(a, kernels::Sum{}) links that copy
 // instead of compiling the pipeline for every dtype again.
-#define OOC_REDUCTION_KERNELS(X) \
-  X(kernels::Sum) X(kernels::Prod) X(kernels::Mean) X(kernels::Min) X(kernels::Max) X(kernels::ArgMin) \
-  X(kernels::ArgMax) X(kernels::Var) X(kernels::CountNonzero) X(kernels::Any) X(kernels::All) X(kernels::NanSum) \
-  X(kernels::NanMean) X(kernels::NanMin) X(kernels::NanMax) X(kernels::Norm)
-#define OOC_EXTERN_REDUCE(K) \
-  extern template detail::reduce_result_t<K> reduce<K>(const MappedArray&, const K&, const PipelineOptions&);
-OOC_REDUCTION_KERNELS(OOC_EXTERN_REDUCE)
-#undef OOC_EXTERN_REDUCE
+// (reductions.cpp instantiates each of these; keep the two lists alike.)
+extern template detail::reduce_result_t<kernels::Sum> reduce(const MappedArray&, const kernels::Sum&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Prod> reduce(const MappedArray&, const kernels::Prod&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Mean> reduce(const MappedArray&, const kernels::Mean&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Min> reduce(const MappedArray&, const kernels::Min&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Max> reduce(const MappedArray&, const kernels::Max&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::ArgMin> reduce(const MappedArray&, const kernels::ArgMin&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::ArgMax> reduce(const MappedArray&, const kernels::ArgMax&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Var> reduce(const MappedArray&, const kernels::Var&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::CountNonzero> reduce(const MappedArray&, const kernels::CountNonzero&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Any> reduce(const MappedArray&, const kernels::Any&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::All> reduce(const MappedArray&, const kernels::All&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::NanSum> reduce(const MappedArray&, const kernels::NanSum&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::NanMean> reduce(const MappedArray&, const kernels::NanMean&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::NanMin> reduce(const MappedArray&, const kernels::NanMin&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::NanMax> reduce(const MappedArray&, const kernels::NanMax&, const PipelineOptions&);
+extern template detail::reduce_result_t<kernels::Norm> reduce(const MappedArray&, const kernels::Norm&, const PipelineOptions&);
 
 }  // namespace ooc

@@ -1,5 +1,7 @@
 #include "ooc/scalar.hpp"
 
+#include "ooc/error.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -90,6 +92,11 @@ std::string Scalar::to_string() const {
     case Kind::floating: return format_float(d_, dtype_.itemsize());
     default: return to_json();
   }
+}
+
+void Scalar::throw_inexact(const char* type) const {
+  throw Error("", "the " + dtype_.name() + " value " + to_string() + " does not fit a C++ " + type +
+                      " exactly (Scalar::as<T>() converts without this check)");
 }
 
 }  // namespace ooc

@@ -83,3 +83,26 @@ TEST_CASE("result dtypes along an axis are the full reduction's") {
   CHECK(ReduceOp::parse("all").result_dtype(f2).name() == "bool");
   CHECK(ReduceOp::parse("nanmin").result_dtype(u2).name() == "uint16");
 }
+
+TEST_CASE("reduce_axis returns the reduced array with its dtype, shape and order, typed by kernel or by name") {
+  ScratchDir dir;
+  const auto a = make(dir.file("a.npy"), {1, 2, 3, 4, 5, 6}, {2, 3}, ooc::Order::c);
+  const ooc::ReducedArray means = ooc::reduce_axis(a, 0, ooc::kernels::Mean{});
+  CHECK(means.dtype == ooc::dtype_of<double>);
+  CHECK(means.shape == ooc::Shape{3});
+  CHECK(std::vector<double>(means.values<double>().begin(), means.values<double>().end()) ==
+        std::vector<double>{2.5, 3.5, 4.5});
+  CHECK_THROWS_AS(means.values<float>(), ooc::UsageError);
+  const ooc::ReducedArray stds = ooc::reduce_axis(a, -1, ooc::kernels::Var{.ddof = 1, .std = true});
+  CHECK(stds.shape == ooc::Shape{2});
+  CHECK(stds.values<double>()[0] == doctest::Approx(1.0));
+  const ooc::ReducedArray argmax = ooc::reduce_axis(a, 1, ReduceOp::parse("argmax"));
+  CHECK(argmax.dtype == ooc::dtype_of<std::int64_t>);
+  CHECK(argmax.values<std::int64_t>()[1] == 2);
+  CHECK_THROWS_WITH_AS(ooc::reduce_axis(a, 2, ooc::kernels::Sum{}), doctest::Contains("out of bounds"), ooc::UsageError);
+  try {
+    ooc::reduce_axis(a, 2, ooc::kernels::Sum{});
+  } catch (const ooc::UsageError& e) {
+    CHECK(e.path() == dir.file("a.npy"));
+  }
+}

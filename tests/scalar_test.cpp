@@ -6,6 +6,7 @@
 //   for t in (np.float64, np.float32, np.float16): print(str(t(v)), json.dumps(float(t(v))))'
 
 #include "ooc/scalar.hpp"
+#include "ooc/error.hpp"
 
 #include <doctest/doctest.h>
 
@@ -224,4 +225,25 @@ TEST_CASE("NaN and infinities are the JSON strings \"NaN\", \"Infinity\", \"-Inf
   CHECK(Scalar::of(std::numeric_limits<float>::quiet_NaN()).to_json() == "\"NaN\"");
   CHECK(Scalar::of(-std::numeric_limits<float>::infinity()).to_json() == "\"-Infinity\"");
   CHECK(Scalar::of(half(std::numeric_limits<float>::infinity())).to_json() == "\"Infinity\"");
+}
+
+TEST_CASE("value<T>() gives the number when T holds it exactly, and throws otherwise") {
+  CHECK(Scalar::of(3.0).value<int>() == 3);
+  CHECK(Scalar::of(2.5).value<double>() == 2.5);
+  CHECK(Scalar::of(0.5).value<float>() == 0.5f);
+  CHECK(Scalar::of(std::int64_t{1} << 53).value<double>() == 9007199254740992.0);
+  CHECK(std::isnan(Scalar::of(kNaN).value<double>()));
+  CHECK(Scalar::of(-kInf).value<float>() == -std::numeric_limits<float>::infinity());
+  CHECK(Scalar::of(std::uint64_t{255}).value<std::uint8_t>() == 255);
+  CHECK(Scalar::of(true).value<int>() == 1);
+  CHECK(Scalar::of(std::int8_t{1}).value<bool>());
+  CHECK_THROWS_WITH_AS(Scalar::of(3.5).value<int>(), "the float64 value 3.5 does not fit a C++ int32 exactly "
+                                                     "(Scalar::as<T>() converts without this check)", ooc::Error);
+  CHECK_THROWS_AS(Scalar::of((std::int64_t{1} << 53) + 1).value<double>(), ooc::Error);
+  CHECK_THROWS_AS(Scalar::of(0.1).value<float>(), ooc::Error);
+  CHECK_THROWS_AS(Scalar::of(kNaN).value<std::int64_t>(), ooc::Error);
+  CHECK_THROWS_AS(Scalar::of(9223372036854775808.0).value<std::int64_t>(), ooc::Error);
+  CHECK_THROWS_AS(Scalar::of(std::numeric_limits<std::uint64_t>::max()).value<std::int64_t>(), ooc::Error);
+  CHECK_THROWS_AS(Scalar::of(std::int16_t{-1}).value<std::uint32_t>(), ooc::Error);
+  CHECK_THROWS_AS(Scalar::of(2.0).value<bool>(), ooc::Error);
 }

@@ -52,6 +52,9 @@
 #include <array>
 #include <cstddef>
 #include <exception>
+#include <tuple>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -146,6 +149,12 @@ struct kernel_input<K, T> { using type = typename K::template input_for<T>; };
 template <class K, class T> using kernel_input_t = typename kernel_input<K, T>::type;
 
 template <class K, class T>
+constexpr bool kernel_in_order() {
+  if constexpr (requires { K::template in_order<T>; }) return K::template in_order<T>;
+  else return false;
+}
+
+template <class K, class T>
 constexpr bool kernel_accepts() {
   if constexpr (requires { K::template accepts<T>; }) return K::template accepts<T>;
   else return true;
@@ -164,15 +173,92 @@ decltype(auto) kernel_result(const K& k, const kernel_state_t<K, T>& state) {
   else return k.result(state);
 }
 
+template <std::size_t, class T> using repeat_t = T;
+
+// The reduction kernel contract (top of this file), checked member by member so that a
+// kernel that breaks it fails with one static_assert naming the member (reduce() calls
+// explain_reduction_contract), not pages of template errors.
+template <class K, class T>
+concept has_state = requires { typename K::State; } || has_typed_state<K, T>;
+
+template <class K, class T, std::size_t... I>
+constexpr bool partial_fits(std::index_sequence<I...>) {
+  using State = kernel_state_t<K, T>;
+  using Input = kernel_input_t<K, T>;
+  return requires(const K& k, State& s, repeat_t<I, const ConstArrayMap<Input>&>... x) { k.partial(s, x...); } ||
+         requires(const K& k, State& s, repeat_t<I, const ConstArrayMap<Input>&>... x, std::int64_t first) {
+           k.partial(s, x..., first);
+         };
+}
+
+template <class K, class T>
+constexpr bool merge_fits() {
+  using State = kernel_state_t<K, T>;
+  return kernel_in_order<K, T>() || requires(const K& k, State& left, State&& right) { k.merge(left, std::move(right)); };
+}
+
+template <class K, class T>
+constexpr bool result_fits() {
+  using State = kernel_state_t<K, T>;
+  return requires(const K& k, const State& s) { k.template result<T>(s); } ||
+         requires(const K& k, const State& s) { k.result(s); };
+}
+
+template <class K, class T, std::size_t N>
+constexpr bool reduction_fits() {
+  if constexpr (!has_state<K, T>) return false;
+  else return partial_fits<K, T>(std::make_index_sequence<N>{}) && merge_fits<K, T>() && result_fits<K, T>();
+}
+
+template <class K, class T, std::size_t N>
+void explain_reduction_contract() {
+  static_assert(has_state<K, T>,
+                "ooc::reduce: the kernel needs `using State = ...;` (or `template <class T> using state_for = "
+                "...;`), its partial result (contract: ooc/kernel.hpp)");
+  if constexpr (has_state<K, T>) {
+    static_assert(partial_fits<K, T>(std::make_index_sequence<N>{}),
+                  "ooc::reduce: the kernel needs `void partial(State&, const ooc::ConstArrayMap<T>& block) const`: "
+                  "a const member taking the state and one block per input, of the element type T (or of "
+                  "input_for<T>) (contract: ooc/kernel.hpp)");
+    static_assert(merge_fits<K, T>(),
+                  "ooc::reduce: the kernel needs `void merge(State& left, State&& right) const` (contract: "
+                  "ooc/kernel.hpp)");
+    static_assert(result_fits<K, T>(),
+                  "ooc::reduce: the kernel needs `R result(const State&) const` (or `template <class T> R "
+                  "result(const State&) const`) (contract: ooc/kernel.hpp)");
+  }
+}
+
+/// What reduce() returns for a kernel that breaks the contract (it then fails to compile
+/// with explain_reduction_contract's message).
+struct NotAReductionKernel {};
+
+template <class K, class T>
+struct kernel_result_type {
+  using type = NotAReductionKernel;
+};
+template <class K, class T>
+  requires(has_state<K, T> && result_fits<K, T>())
+struct kernel_result_type<K, T> {
+  using type = std::decay_t<decltype(kernel_result<T>(std::declval<const K&>(), std::declval<const kernel_state_t<K, T>&>()))>;
+};
+
 template <class K, class... Ts> struct first_accepted_result;
 template <class K, class T, class... Ts> struct first_accepted_result<K, T, Ts...> {
-  using type = typename std::conditional_t<
-      kernel_accepts<K, T>(),
-      std::type_identity<std::decay_t<decltype(kernel_result<T>(std::declval<const K&>(),
-                                                                 std::declval<const kernel_state_t<K, T>&>()))>>,
-      first_accepted_result<K, Ts...>>::type;
+  using type = typename std::conditional_t<kernel_accepts<K, T>(), kernel_result_type<K, T>,
+                                           first_accepted_result<K, Ts...>>::type;
 };
 template <class K> struct first_accepted_result<K> { using type = void; };
+
+template <class K, class... Ts> struct first_accepted { using type = void; };
+template <class K, class T, class... Ts> struct first_accepted<K, T, Ts...> {
+  using type = typename std::conditional_t<kernel_accepts<K, T>(), std::type_identity<T>, first_accepted<K, Ts...>>::type;
+};
+/// The element type reduce() checks a kernel's contract with first (double, if accepted).
+template <class K>
+using first_accepted_t = typename first_accepted<K, double, float, half, std::int64_t, std::int32_t, std::int16_t,
+                                                 std::int8_t, std::uint64_t, std::uint32_t, std::uint16_t,
+                                                 std::uint8_t, bool>::type;
 
 /// What ooc::reduce(array, K) returns.
 template <class K>
@@ -181,6 +267,12 @@ using reduce_result_t = typename first_accepted_result<K, double, float, half, s
                                                        std::uint16_t, std::uint8_t, bool>::type;
 
 void check_transform_arrays(const MappedArray& in, MappedArray& out);
+
+/// True if an elementwise kernel fn can be called with N blocks of C.
+template <class Fn, class C, std::size_t... I>
+constexpr bool callable_with_blocks(std::index_sequence<I...>) {
+  return std::is_invocable_v<Fn&, repeat_t<I, const ConstArrayMap<C>&>...>;
+}
 /// The inputs of a kernel over several arrays must have one shape and order.
 void check_same_layout(const MappedArray& first, const MappedArray& other);
 
@@ -227,6 +319,10 @@ void add_inputs(Streams& streams, const Inputs<N>& in, const TilePlan& plan, con
 /// if it was mapped read-write.
 template <class C, std::size_t N, class Fn>
 void transform_as(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
+  static_assert(detail::callable_with_blocks<Fn, C>(std::make_index_sequence<N>{}),
+                "ooc::transform: the kernel must take one block, const ConstArrayMap<C>&, per input "
+                "(write `[](const auto& x) {...}`, or `[](const auto& x, const auto& y) {...}` for "
+                "ooc::inputs(a, b)) and return an Eigen array expression");
   for (std::size_t i = 1; i < N; ++i) detail::check_same_layout(in[0], in[i]);  // the inputs first: a
   detail::check_transform_arrays(in[0], out);  // mismatch among them is not the output's
   const TilePlan plan = detail::plan_run(in[0], options);
@@ -271,29 +367,58 @@ void transform_as(const MappedArray& in, MappedArray& out, Fn&& fn, const Pipeli
   transform_as<C>(inputs(in), out, std::forward<Fn>(fn), options);
 }
 
+/// The element types a generic elementwise kernel is compiled for, the first template
+/// argument of ooc::transform: `ooc::transform<ooc::Floating>(in, out, fn)` compiles fn
+/// for float and double only, and an `out` of another dtype is a UsageError naming it.
+template <class... Ts>
+struct ElementTypes {
+  template <class T> static constexpr bool contains = (std::is_same_v<T, Ts> || ...);
+  using First = std::tuple_element_t<0, std::tuple<Ts...>>;
+  /// "float32, float64": what the error for another dtype lists.
+  static std::string names() {
+    std::string text;
+    ((text += (text.empty() ? "" : ", ") + dtype_of<Ts>.name()), ...);
+    return text;
+  }
+};
+/// Every dtype ooc reads (the default: the kernel must compile for bool and float16 too).
+using AllTypes = ElementTypes<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                              std::uint16_t, std::uint32_t, std::uint64_t, half, float, double>;
+/// float32 and float64: what Eigen's math functions (log1p, exp, sin, ...) take.
+using Floating = ElementTypes<float, double>;
+/// The integer dtypes, signed and unsigned.
+using Integers = ElementTypes<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t,
+                              std::uint32_t, std::uint64_t>;
+/// Integers and Floating: arithmetic without bool's and float16's restrictions.
+using Numeric = ElementTypes<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t,
+                             std::uint32_t, std::uint64_t, float, double>;
+
 /// out = fn(in...) elementwise, computing in out's element type. out's dtype is known only
-/// at run time, so fn is compiled for every element type: write it generically (e.g.
-/// `x + T(1)` with `using T = typename std::decay_t<decltype(x)>::Scalar`), or name the
-/// compute type with transform_as<C> when fn only makes sense for some types.
-template <std::size_t N, class Fn>
+/// at run time, so fn is compiled for every type of `Accepted` (by default every dtype):
+/// write it generically (e.g. `x + T(1)` with `using T = typename
+/// std::decay_t<decltype(x)>::Scalar`), or narrow the types (`transform<ooc::Floating>`:
+/// an `out` of another dtype is then a UsageError), or name the compute type with
+/// transform_as<C>.
+template <class Accepted = AllTypes, std::size_t N, class Fn>
 void transform(const Inputs<N>& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
-  visit_dtype(out.dtype(), [&]<class C>(std::type_identity<C>) {
-    transform_as<C>(in, out, std::forward<Fn>(fn), options);
+  using First = typename Accepted::First;
+  if constexpr (!detail::callable_with_blocks<Fn, First>(std::make_index_sequence<N>{})) {
+    transform_as<First>(in, out, std::forward<Fn>(fn), options);  // its static_assert says why, once
+  } else visit_dtype(out.dtype(), [&]<class C>(std::type_identity<C>) {
+    if constexpr (Accepted::template contains<C>)
+      transform_as<C>(in, out, std::forward<Fn>(fn), options);
+    else
+      throw UsageError(out.path(), "this kernel computes in " + Accepted::names() + ", not " + out.dtype().name() +
+                                       " (the output's dtype)");
   });
 }
 
-template <class Fn>
+template <class Accepted = AllTypes, class Fn>
 void transform(const MappedArray& in, MappedArray& out, Fn&& fn, const PipelineOptions& options = {}) {
-  transform(inputs(in), out, std::forward<Fn>(fn), options);
+  transform<Accepted>(inputs(in), out, std::forward<Fn>(fn), options);
 }
 
 namespace detail {
-
-template <class K, class T>
-constexpr bool kernel_in_order() {
-  if constexpr (requires { K::template in_order<T>; }) return K::template in_order<T>;
-  else return false;
-}
 
 template <class K, class State, class... Values>
 void kernel_partial(const K& kernel, State& state, std::int64_t first, const Values&... x) {
@@ -377,7 +502,11 @@ template <std::size_t N, class Kernel>
 detail::reduce_result_t<Kernel> reduce(const Inputs<N>& in, const Kernel& kernel, const PipelineOptions& options = {}) {
   using Result = detail::reduce_result_t<Kernel>;
   static_assert(!std::is_void_v<Result>, "the kernel accepts no element type");
-  try {
+  if constexpr (!std::is_void_v<Result> && !detail::reduction_fits<Kernel, detail::first_accepted_t<Kernel>, N>()) {
+    // One message for the kernel, not one per element type.
+    detail::explain_reduction_contract<Kernel, detail::first_accepted_t<Kernel>, N>();
+    throw std::logic_error("unreachable: the kernel breaks the reduction contract");
+  } else try {
     DType common = in[0].dtype().native();
     for (std::size_t i = 1; i < N; ++i) {
       detail::check_same_layout(in[0], in[i]);
@@ -386,6 +515,9 @@ detail::reduce_result_t<Kernel> reduce(const Inputs<N>& in, const Kernel& kernel
     return visit_dtype(common, [&]<class T>(std::type_identity<T>) -> Result {
       if constexpr (!detail::kernel_accepts<Kernel, T>()) {
         throw UsageError(in[0].path(), "this reduction does not accept " + common.name());
+      } else if constexpr (!detail::reduction_fits<Kernel, T, N>()) {
+        detail::explain_reduction_contract<Kernel, T, N>();
+        throw std::logic_error("unreachable: the kernel breaks the reduction contract");
       } else {
         using Input = detail::kernel_input_t<Kernel, T>;
         const TilePlan plan = detail::plan_run(in[0], options);

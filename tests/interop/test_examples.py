@@ -285,3 +285,52 @@ class LinearFitTest(ExampleTestCase):
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
+
+
+class ColumnStatsTest(ExampleTestCase):
+    """column_stats X LOG: the README's C++ API in one program (reduce_axis, a kernel over
+    two selected columns, a 2-d histogram, a strided selection, transform<Floating>)."""
+
+    def check(self, x, tile_bytes=SMALL_TILES):
+        path = self.save("x", x)
+        log_path = self.tmp / "log.npy"
+        result = run("column_stats", path, log_path, "--tile-bytes", tile_bytes)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = dict(line.split(":", 1) for line in result.stdout.strip().splitlines())
+        dtype = x.dtype.newbyteorder("=")
+        mean = np.array(lines["mean"].split(), dtype=dtype)
+        self.assertTrue(same_bits(mean, np.mean(x, axis=0)), (mean, np.mean(x, axis=0)))
+        # ooc's one-pass std is float64 inside; numpy's float32 sums rows one by one.
+        exact_std = np.std(x.astype("f8"), axis=0, ddof=1)
+        std = np.array(lines["std"].split(), dtype=dtype)
+        np.testing.assert_allclose(std, exact_std, rtol=1e-13 if dtype.itemsize == 8 else 1e-6)
+        self.assertEqual(int(lines["above"]), np.count_nonzero(x[:, 0] > x[:, 1]))
+        lo, hi = x.min(axis=0).astype("f8"), x.max(axis=0).astype("f8")
+        counts, _, _ = np.histogram2d(x[:, 0].astype("f8"), x[:, 1].astype("f8"), bins=4,
+                                      range=[[lo[0], hi[0]], [lo[1], hi[1]]])
+        self.assertEqual([int(c) for c in lines["hist2d"].split()], counts.astype(int).ravel().tolist())
+        every10 = np.sum(x[::10, 1])
+        self.assertEqual(lines["every10"].strip(), str(every10))
+        written = np.load(log_path)
+        expected = np.log1p(np.abs(x)) * 2
+        self.assertEqual(written.dtype, dtype)
+        self.assertEqual(written.flags.f_contiguous and not written.flags.c_contiguous,
+                         x.flags.f_contiguous and not x.flags.c_contiguous)
+        ulps = np.abs(written.astype("f8") - expected.astype("f8")) / np.spacing(np.abs(expected)).astype("f8")
+        self.assertLessEqual(float(np.max(ulps)), 4)
+
+    def test_float64_and_float32_over_many_tiles(self):
+        for dtype in ("f8", "f4"):
+            with self.subTest(dtype=dtype):
+                self.check((self.rng.standard_normal((30011, 5)) * 3).astype(dtype))
+
+    def test_big_endian_fortran_order_in_one_tile(self):
+        x = np.asfortranarray((self.rng.standard_normal((2000, 3)) + 1).astype(">f8"))
+        self.check(x, tile_bytes="64M")
+
+    def test_an_integer_matrix_is_refused_by_the_float_kernel_with_one_line(self):
+        path = self.save("ints", np.arange(20, dtype="i4").reshape(10, 2))
+        log_path = self.tmp / "ints_log.npy"
+        result = run("column_stats", path, log_path)
+        self.assert_one_line_error(result, 1, "float32, float64", "int32")
+        self.assertFalse(log_path.exists())

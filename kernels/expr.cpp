@@ -737,11 +737,7 @@ void Expression::Impl::plan_layout() {
     if (n.kind != Node::Kind::input) continue;
     // The input's own element strides, then aligned with the result's trailing axes.
     const Shape& s = n.shape;
-    std::vector<std::int64_t> own(s.size(), 1);
-    if (n.array->order() == Order::c)
-      for (std::size_t k = s.size(); k-- > 1;) own[k - 1] = own[k] * s[k];
-    else
-      for (std::size_t k = 1; k < s.size(); ++k) own[k] = own[k - 1] * s[k - 1];
+    const Shape own = element_strides(s, n.array->order());
     std::vector<std::int64_t> strides;
     bool direct = true;
     std::int64_t expected = 1;

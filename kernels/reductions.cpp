@@ -73,10 +73,8 @@ double Moments::variance(std::int64_t ddof) const {
 
 template <bool kMin>
 ArgExtremum<kMin>::ArgExtremum(Shape shape, Order order)
-    : shape_(std::move(shape)), reorder_(order == Order::fortran && shape_.size() > 1) {
-  c_strides_.assign(shape_.size(), 1);
-  for (std::size_t axis = shape_.size(); axis-- > 1;) c_strides_[axis - 1] = c_strides_[axis] * shape_[axis];
-}
+    : shape_(std::move(shape)), c_strides_(element_strides(shape_, Order::c)),
+      reorder_(order == Order::fortran && shape_.size() > 1) {}
 
 template <bool kMin>
 std::int64_t ArgExtremum<kMin>::c_index(std::int64_t memory_index) const {

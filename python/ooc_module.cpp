@@ -245,19 +245,8 @@ void require_memory(std::uint64_t bytes, const std::string& what) {
 py::dtype numpy_dtype(ooc::DType dtype) { return py::dtype(dtype.descr()); }
 
 std::vector<py::ssize_t> byte_strides(const ooc::Shape& shape, ooc::Order order, int itemsize) {
-  std::vector<py::ssize_t> strides(shape.size());
-  py::ssize_t step = itemsize;
-  if (order == ooc::Order::c) {
-    for (std::size_t k = shape.size(); k-- > 0;) {
-      strides[k] = step;
-      step *= static_cast<py::ssize_t>(std::max<std::int64_t>(shape[k], 1));
-    }
-  } else {
-    for (std::size_t k = 0; k < shape.size(); ++k) {
-      strides[k] = step;
-      step *= static_cast<py::ssize_t>(std::max<std::int64_t>(shape[k], 1));
-    }
-  }
+  std::vector<py::ssize_t> strides;
+  for (std::int64_t elements : ooc::element_strides(shape, order)) strides.push_back(elements * itemsize);
   return strides;
 }
 

@@ -318,11 +318,7 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
     fail("too many indices for array: array is " + std::to_string(ndim) + "-dimensional, but " +
          std::to_string(items.size()) + " were indexed");
   // Elements between neighbours along each source axis, in the source's memory order.
-  std::vector<std::int64_t> stride(ndim, 1);
-  for (std::size_t k = 1; k < ndim; ++k) {
-    if (source.order == Order::c) stride[ndim - 1 - k] = stride[ndim - k] * shape[ndim - k];
-    else stride[k] = stride[k - 1] * shape[k - 1];
-  }
+  const Shape stride = element_strides(shape, source.order);
 
   Layout layout;
   std::vector<Loop> dims;                 // the result's axes, in result order

@@ -1,5 +1,7 @@
 #include "ooc/shape.hpp"
 
+#include <algorithm>
+
 namespace ooc {
 
 std::optional<std::int64_t> byte_count(const Shape& shape, std::int64_t itemsize) {
@@ -19,6 +21,16 @@ std::optional<std::int64_t> byte_count(const Shape& shape, std::int64_t itemsize
 }
 
 std::optional<std::int64_t> element_count(const Shape& shape) { return byte_count(shape, 1); }
+
+Shape element_strides(const Shape& shape, Order order) {
+  Shape strides(shape.size(), 1);
+  const std::size_t n = shape.size();
+  for (std::size_t k = 1; k < n; ++k) {
+    if (order == Order::c) strides[n - 1 - k] = strides[n - k] * std::max<std::int64_t>(shape[n - k], 1);
+    else strides[k] = strides[k - 1] * std::max<std::int64_t>(shape[k - 1], 1);
+  }
+  return strides;
+}
 
 std::string shape_repr(const Shape& shape) {
   std::string out = "(";

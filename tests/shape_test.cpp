@@ -36,3 +36,12 @@ TEST_CASE("shapes print as numpy prints the tuple") {
   CHECK(ooc::shape_repr({3}) == "(3,)");
   CHECK(ooc::shape_repr({2, 3}) == "(2, 3)");
 }
+
+TEST_CASE("element_strides are numpy's strides over the itemsize, in either order") {
+  CHECK(ooc::element_strides({3, 4, 5}, ooc::Order::c) == ooc::Shape{20, 5, 1});
+  CHECK(ooc::element_strides({3, 4, 5}, ooc::Order::fortran) == ooc::Shape{1, 3, 12});
+  CHECK(ooc::element_strides({}, ooc::Order::c).empty());
+  CHECK(ooc::element_strides({7}, ooc::Order::fortran) == ooc::Shape{1});
+  // np.empty((5, 0, 2)).strides == (16, 16, 8): a 0 extent counts as 1.
+  CHECK(ooc::element_strides({5, 0, 2}, ooc::Order::c) == ooc::Shape{2, 2, 1});
+}

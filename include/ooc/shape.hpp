@@ -25,6 +25,11 @@ std::optional<std::int64_t> element_count(const Shape& shape);
 /// that passes (an axis reduction's result) then passes too, with the same itemsize.
 std::optional<std::int64_t> byte_count(const Shape& shape, std::int64_t itemsize);
 
+/// Elements between neighbours along each axis of an array of `shape` laid out in `order`:
+/// numpy's strides divided by the itemsize (the last axis 1 in C order, the first in
+/// Fortran order). An extent of 0 counts as 1, as in numpy's own strides.
+Shape element_strides(const Shape& shape, Order order);
+
 /// "(3, 4)" / "(3,)" / "()": numpy's repr of a shape tuple.
 std::string shape_repr(const Shape& shape);
 

@@ -468,15 +468,7 @@ constexpr std::int64_t kMaxPrintedElements = std::int64_t{1} << 20;
 // A result array as numpy's tolist() nests it (C order), from values in `order`.
 void nested_json(ooc::cli::Json& j, const std::byte* data, ooc::DType dtype, const ooc::Shape& shape,
                  ooc::Order order) {
-  std::vector<std::int64_t> memory_stride(shape.size(), 1);  // elements between neighbours
-  for (std::size_t k = 1; k < shape.size(); ++k) {
-    if (order == ooc::Order::c) {
-      const std::size_t axis = shape.size() - 1 - k;
-      memory_stride[axis] = memory_stride[axis + 1] * shape[axis + 1];
-    } else {
-      memory_stride[k] = memory_stride[k - 1] * shape[k - 1];
-    }
-  }
+  const ooc::Shape memory_stride = ooc::element_strides(shape, order);
   auto element = [&](std::int64_t at) {
     ooc::visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
       T v;

@@ -3,7 +3,9 @@
 #include "format/hdf5.hpp"
 
 #include "mapped_array_access.hpp"
+#include "os/direct_io.hpp"
 #include "os/file.hpp"
+#include "tile_reader.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -14,6 +16,7 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -254,28 +257,33 @@ struct InPlaceJournal::Impl {
   std::atomic<bool> touched{false};
   std::uint64_t sequence = 0;
   std::size_t durable_record = 0;  // which of the two progress records is the durable one
-  bool record_pending = false;     // a record was written since the last sync (writer thread)
+  bool record_pending = false;     // a record was written since the last sync (saver thread)
   std::size_t batch = 1;           // tiles saved per fdatasync at most
-  std::size_t flush_every = 1;     // committed tiles that make the writer flush them unasked
+  std::size_t flush_every = 1;     // committed tiles that make the flusher flush them unasked
 
-  // The writer thread does all of the journal's writes and syncs, in one order (see
-  // "Group commit" in DESIGN.md). Tiles, by number:
-  //   [first_tile, durable_to)  recorded done by a durable progress record
-  //   [durable_to, synced_to)   on disk (msynced) and recorded by a record not yet durable
-  //   [synced_to, committed_to) committed by the pipeline, maybe not on disk
-  //   [.., saved_to)            original bytes durable in their slot: kernels may write
+  // Two threads do the journal's I/O (see "Group commit" in DESIGN.md): the saver every
+  // write and sync of the journal file, in one order, and the flusher the array's msyncs,
+  // so that the two streams of writes overlap. Tiles, by number:
+  //   [first_tile, durable_to)   recorded done by a durable progress record
+  //   [durable_to, recorded_to)  recorded by a record written but not yet durable
+  //   [recorded_to, flushed_to)  on disk (msynced), not recorded yet
+  //   [flushed_to, committed_to) committed by the pipeline, maybe not on disk
+  //   [.., saved_to)             original bytes durable in their slot: kernels may write
   // Tile q's slot (q % slots) is written only when q < durable_to + slots: the tile it held
   // before, q - slots, is then recorded done by a durable record, so no put-back needs it.
   std::mutex m;
   std::condition_variable changed;
-  std::size_t saved_to = 0, committed_to = 0, synced_to = 0, durable_to = 0;
+  std::size_t saved_to = 0, committed_to = 0, flushed_to = 0, recorded_to = 0, durable_to = 0;
+  std::uint64_t flushed_checksum = 0;  // sampled_checksum of tile flushed_to - 1
   std::size_t want_durable = 0;  // checkpoint(): make tiles up to here durable
   std::size_t needed_to = 0;     // a kernel waits for the tiles before this one to be saved
   std::size_t lookahead = 1;     // tiles saved ahead of the commit point at most
   std::size_t stats[3] = {0, 0, 0};  // flushes, saves, syncs of a record alone
+  std::optional<os::UniqueFd> direct;  // the journal opened with O_DIRECT, where the file system allows
+  std::vector<detail::AlignedBuffer> buffers;  // a batch's original bytes on their way there
   bool stop = false;
   std::exception_ptr failure;
-  std::thread writer;
+  std::thread writer, flusher;
 
   std::int64_t tile_begin(std::size_t q) const { return static_cast<std::int64_t>(q) * tile_elements; }
   std::int64_t tile_end(std::size_t q) const {
@@ -376,40 +384,114 @@ struct InPlaceJournal::Impl {
     record_pending = false;
   }
 
-  // Writer thread: saves tiles [from, to) into their slots, then one fdatasync, which also
-  // makes the progress record written last (by flush) durable.
-  void save(std::size_t from, std::size_t to) {
-    for (std::size_t q = from; q < to; ++q) {
-      const std::int64_t begin = tile_begin(q), end = tile_end(q);
-      const std::size_t bytes = static_cast<std::size_t>(end - begin) * item;
-      if (bytes > slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
-      const std::byte* original = array->bytes().data() + static_cast<std::size_t>(begin) * item;
-      SlotHeader s{};
-      std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
-      s.tile = q;
-      s.begin = begin;
-      s.end = end;
-      s.data_checksum = checksum(original, bytes);
-      s.checksum = record_checksum(s);
-      const std::uint64_t at = slot_offset(q % slots);
+  // Saver thread and its helpers: saves tile q's original bytes into its slot, with
+  // `buffer` (one per tile of a batch) where the journal is written with O_DIRECT.
+  void save_one(std::size_t q, detail::AlignedBuffer& buffer) {
+    const std::int64_t begin = tile_begin(q), end = tile_end(q);
+    const std::size_t bytes = static_cast<std::size_t>(end - begin) * item;
+    if (bytes > slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
+    const std::byte* original = array->bytes().data() + static_cast<std::size_t>(begin) * item;
+    const std::uint64_t at = slot_offset(q % slots);
+    if (direct) {
+      // Copied with a read of the array's file (no page faults), written with O_DIRECT:
+      // no journal page enters the page cache.
+      const std::size_t whole = (bytes + kBlock - 1) / kBlock * kBlock;  // the slot has room
+      buffer.ensure(whole);
+      const std::uint64_t from = array->info().data_offset + static_cast<std::uint64_t>(begin) * item;
+      if (os::read_at(detail::MappedArrayAccess::fd(*array), buffer.data(), bytes, from, array->path()) != bytes)
+        std::memcpy(buffer.data(), original, bytes);
+      original = buffer.data();
+      os::write_at(direct->get(), original, whole, at + kBlock, path);
+    } else {
       os::write_at(fd.get(), original, bytes, at + kBlock, path);
-      os::write_at(fd.get(), &s, sizeof s, at, path);
     }
+    SlotHeader s{};
+    std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
+    s.tile = q;
+    s.begin = begin;
+    s.end = end;
+    s.data_checksum = checksum(original, bytes);
+    s.checksum = record_checksum(s);
+    os::write_at(fd.get(), &s, sizeof s, at, path);
+  }
+
+  // Saver thread: saves tiles [from, to) into their slots, the batch's tiles side by side
+  // (one thread each: a single stream of O_DIRECT writes leaves the disk idle between
+  // them), then one fdatasync, which also makes the record written before it durable.
+  void save(std::size_t from, std::size_t to) {
+    if (buffers.size() < to - from) buffers.resize(to - from);
+    std::vector<std::exception_ptr> errors(to - from);
+    std::vector<std::thread> helpers;
+    auto one = [&](std::size_t q) {
+      try {
+        save_one(q, buffers[q - from]);
+      } catch (...) {
+        errors[q - from] = std::current_exception();
+      }
+    };
+    try {
+      for (std::size_t q = from + 1; q < to; ++q) helpers.emplace_back(one, q);
+    } catch (...) {
+      for (auto& h : helpers) h.join();
+      throw;
+    }
+    one(from);
+    for (auto& h : helpers) h.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
     sync_journal();  // durable before the kernels may write these tiles
   }
 
-  // Writer thread: tiles [synced_to, to) are committed; puts them on disk (msync), and
-  // only then writes the record that says so (not synced).
-  void flush(std::size_t to) {
-    detail::MappedArrayAccess::sync(*array, tile_begin(synced_to), tile_end(to - 1));
-    write_progress(to, tile_end(to - 1), sampled_checksum(*array, tile_begin(to - 1), tile_end(to - 1)), false);
+  // The wants that make the flusher or the saver act before a whole batch is there: a
+  // kernel waits for a slot, or checkpoint() for a durable record.
+  bool wanted() const { return needed_to > std::min(tiles, durable_to + slots) || want_durable > durable_to; }
+
+  // Flusher thread: puts committed tiles on disk (msync) a batch at a time. Only then may
+  // the saver write the record that says so.
+  void run_flusher() {
+    std::unique_lock lock(m);
+    try {
+      for (;;) {
+        if (stop) return;
+        if (committed_to > flushed_to && (committed_to - flushed_to >= flush_every || wanted())) {
+          const std::size_t from = flushed_to, to = committed_to;
+          lock.unlock();
+          detail::MappedArrayAccess::sync(*array, tile_begin(from), tile_end(to - 1));
+          const std::uint64_t done_checksum = sampled_checksum(*array, tile_begin(to - 1), tile_end(to - 1));
+          lock.lock();
+          flushed_to = to;
+          flushed_checksum = done_checksum;
+          ++stats[0];
+          changed.notify_all();
+          continue;
+        }
+        changed.wait(lock);
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      if (!failure) failure = std::current_exception();
+      changed.notify_all();
+    }
   }
 
-  // Writer thread. It saves tiles ahead of the kernels (up to `lookahead` tiles past the
-  // commit point, whole batches where it can), flushes committed tiles every
-  // `flush_every`, and lets the next save's fdatasync make that record durable: two syncs
-  // per batch of tiles, one of the array and one of the journal. Only when a kernel waits
-  // for a tile whose slot is not free yet does it sync a record on its own.
+  // Saver thread, lock held: writes the record of the tiles flushed so far, unsynced (the
+  // next sync_journal makes it durable).
+  void record_flushed(std::unique_lock<std::mutex>& lock) {
+    if (flushed_to <= recorded_to) return;
+    const std::size_t to = flushed_to;
+    const std::uint64_t done_checksum = flushed_checksum;
+    lock.unlock();
+    write_progress(to, tile_end(to - 1), done_checksum, false);
+    lock.lock();
+    recorded_to = to;
+  }
+
+  // Saver thread. It saves tiles ahead of the kernels (up to `lookahead` tiles past the
+  // commit point, whole batches where it can), each batch after writing the record of the
+  // tiles flushed since, so that the batch's fdatasync makes that record durable too: per
+  // batch of tiles one sync of the journal, and one msync of the array by the flusher.
+  // Only when a kernel waits for a tile whose slot is not free yet does it sync a record
+  // on its own.
   void run_writer() {
     std::unique_lock lock(m);
     try {
@@ -417,19 +499,11 @@ struct InPlaceJournal::Impl {
         if (stop) return;
         const std::size_t room = std::min(tiles, durable_to + slots);  // tiles whose slot is free
         const std::size_t limit = std::min(room, std::max(committed_to + lookahead, needed_to));
-        const bool starved = needed_to > room;  // a kernel waits for a slot
-        const bool wanted = starved || want_durable > durable_to;
-        if (committed_to > synced_to && (committed_to - synced_to >= flush_every || wanted)) {
-          const std::size_t to = committed_to;
-          lock.unlock();
-          flush(to);
-          lock.lock();
-          synced_to = to;
-          ++stats[0];
-          continue;
-        }
         if (saved_to < limit && (limit - saved_to >= batch || limit == tiles || needed_to > saved_to)) {
-          const std::size_t from = saved_to, to = std::min(limit, from + batch), recorded = synced_to;
+          const std::size_t durable = durable_to;  // this save may overwrite slots of tiles below it only
+          record_flushed(lock);
+          const std::size_t from = saved_to, to = std::min({limit, from + batch, durable + slots}),
+                            recorded = recorded_to;
           lock.unlock();
           save(from, to);
           lock.lock();
@@ -439,8 +513,9 @@ struct InPlaceJournal::Impl {
           changed.notify_all();
           continue;
         }
-        if (wanted && synced_to > durable_to) {
-          const std::size_t recorded = synced_to;
+        if (wanted() && flushed_to > durable_to) {
+          record_flushed(lock);
+          const std::size_t recorded = recorded_to;
           lock.unlock();
           sync_journal();
           lock.lock();
@@ -449,14 +524,14 @@ struct InPlaceJournal::Impl {
           changed.notify_all();
           continue;
         }
-        if (starved)  // nothing left to record: more tiles in flight than the pipeline allows
+        if (needed_to > room && committed_to == durable_to)  // nothing left to record
           throw std::logic_error("in-place journal: tile " + std::to_string(needed_to - 1) +
                                  " is in flight while tile " + std::to_string(durable_to) + " is not committed");
         changed.wait(lock);
       }
     } catch (...) {
       if (!lock.owns_lock()) lock.lock();
-      failure = std::current_exception();
+      if (!failure) failure = std::current_exception();
       changed.notify_all();
     }
   }
@@ -469,6 +544,7 @@ struct InPlaceJournal::Impl {
     }
     changed.notify_all();
     writer.join();
+    if (flusher.joinable()) flusher.join();
     if (std::getenv("OOC_JOURNAL_STATS"))
       std::fprintf(stderr, "journal: %zu slots, batch %zu: %zu flushes, %zu saves, %zu record syncs\n", slots, batch,
                    stats[0], stats[1], stats[2]);
@@ -552,10 +628,18 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   j.slot_bytes = static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item;
   j.tile_elements = tile_elements;
   j.create(command, tile_elements, done_tiles, done_elements, done_tile_checksum);
-  j.saved_to = j.committed_to = j.synced_to = j.durable_to = j.want_durable = j.needed_to = done_tiles;
+  j.direct = os::reopen_direct(j.fd.get(), true);  // nothing on tmpfs: written through the page cache
+  j.saved_to = j.committed_to = j.flushed_to = j.recorded_to = j.durable_to = j.want_durable = j.needed_to = done_tiles;
 
   std::unique_ptr<InPlaceJournal> journal(new InPlaceJournal(std::move(impl)));
-  journal->impl_->writer = std::thread([&j] { j.run_writer(); });  // joined by finish() or the destructor
+  // Joined by finish() or the destructor (a flusher that cannot start leaves the saver alone).
+  journal->impl_->writer = std::thread([&j] { j.run_writer(); });
+  try {
+    journal->impl_->flusher = std::thread([&j] { j.run_flusher(); });
+  } catch (...) {
+    journal->impl_->stop_writer();
+    throw;
+  }
   options.first_tile = done_tiles;
   options.journal = journal.get();
   return journal;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +57,11 @@ constexpr std::uint64_t kSlotsAt = 2 * kBlock;
 constexpr std::uint64_t kGroupBytes = 64ull << 20;
 constexpr std::size_t kGroupTiles = 4;
 
-constexpr char kHeaderMagic[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '2'};
+// Version 3: a slot's tile bytes start at their offset within a disk block in the array's
+// file (its "skew"), so that the slot can be written with O_DIRECT straight from the
+// mapping; version 2 (before 2026-12-01) put them at the slot's data start. Both resume.
+constexpr char kHeaderMagic[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '3'};
+constexpr char kHeaderMagicV2[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '2'};
 constexpr char kProgressMagic[8] = {'O', 'O', 'C', 'J', 'P', 'R', 'G', '2'};
 constexpr char kSlotMagic[8] = {'O', 'O', 'C', 'J', 'S', 'L', 'T', '1'};
 
@@ -127,6 +132,8 @@ template <class Record> std::uint64_t record_checksum(const Record& r) {
 template <class Record> bool valid(const Record& r, const char (&magic)[8]) {
   return std::memcmp(r.magic, magic, sizeof magic) == 0 && r.checksum == record_checksum(r);
 }
+
+bool valid_header(const Header& h) { return valid(h, kHeaderMagic) || valid(h, kHeaderMagicV2); }
 
 template <std::size_t N> void copy_text(char (&to)[N], const std::string& text) {
   std::memset(to, 0, N);
@@ -290,6 +297,12 @@ struct InPlaceJournal::Impl {
     return std::min<std::int64_t>(array->size(), static_cast<std::int64_t>(q + 1) * tile_elements);
   }
 
+  // Where element `begin`'s bytes fall within a disk block of the array's file: where
+  // they start within their slot's data.
+  std::size_t skew(std::int64_t begin) const {
+    return static_cast<std::size_t>((array->info().data_offset + static_cast<std::uint64_t>(begin) * item) % kBlock);
+  }
+
   std::uint64_t slot_offset(std::size_t slot) const {
     return kSlotsAt + slot * (kBlock + (slot_bytes + kBlock - 1) / kBlock * kBlock);
   }
@@ -307,9 +320,10 @@ struct InPlaceJournal::Impl {
           s.end > static_cast<std::int64_t>(array->size()))
         continue;  // empty, torn (its tile was never written), or done
       const std::size_t bytes = static_cast<std::size_t>(s.end - s.begin) * item;
-      if (bytes > h.slot_bytes) continue;
+      const std::size_t skew = valid(h, kHeaderMagic) ? this->skew(s.begin) : 0;
+      if (skew + bytes > h.slot_bytes) continue;
       buffer.resize(bytes);
-      if (os::read_at(old, buffer.data(), bytes, at + kBlock, path) != bytes ||
+      if (os::read_at(old, buffer.data(), bytes, at + kBlock + skew, path) != bytes ||
           checksum(buffer.data(), bytes) != s.data_checksum)
         continue;  // torn while being saved: the kernel waited for the save, so never ran
       std::memcpy(data.data() + static_cast<std::size_t>(s.begin) * item, buffer.data(), bytes);
@@ -384,33 +398,61 @@ struct InPlaceJournal::Impl {
     record_pending = false;
   }
 
-  // Saver thread and its helpers: saves tile q's original bytes into its slot, with
-  // `buffer` (one per tile of a batch) where the journal is written with O_DIRECT.
+  // O_DIRECT writes of `bytes` (whole blocks) at `at` of the journal, in pieces of 4 MiB
+  // side by side: this virtio disk wrote 1.96-2.22 GB/s from one thread writing 16 MiB
+  // at a time, 2.58-2.68 GB/s from 8 threads writing 4 MiB each.
+  void write_direct(const std::byte* data, std::size_t bytes, std::uint64_t at) {
+    constexpr std::size_t kPiece = 4 << 20;
+    std::vector<std::thread> pieces;
+    std::vector<std::exception_ptr> errors(bytes / kPiece + 1);
+    auto piece = [&](std::size_t k) {
+      try {
+        const std::size_t from = k * kPiece;
+        os::write_at(direct->get(), data + from, std::min(kPiece, bytes - from), at + from, path);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    };
+    try {
+      for (std::size_t k = 1; k * kPiece < bytes; ++k) pieces.emplace_back(piece, k);
+    } catch (...) {
+      for (auto& t : pieces) t.join();
+      throw;
+    }
+    piece(0);
+    for (auto& t : pieces) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  // Saver thread and its helpers: saves tile q's original bytes into its slot. With
+  // O_DIRECT, the whole blocks around the tile go from the mapping straight to the disk
+  // (the pages are pinned, nothing is copied; the bytes around the tile's ends are not
+  // restored); where the mapping is not block-aligned like the file, through `buffer`.
   void save_one(std::size_t q, detail::AlignedBuffer& buffer) {
     const std::int64_t begin = tile_begin(q), end = tile_end(q);
     const std::size_t bytes = static_cast<std::size_t>(end - begin) * item;
-    if (bytes > slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
+    const std::size_t skew = this->skew(begin);
+    const std::size_t whole = (skew + bytes + kBlock - 1) / kBlock * kBlock;
+    if (whole > slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
     const std::byte* original = array->bytes().data() + static_cast<std::size_t>(begin) * item;
     const std::uint64_t at = slot_offset(q % slots);
     if (direct) {
-      // Copied with a read of the array's file (no page faults), written with O_DIRECT:
-      // no journal page enters the page cache.
-      const std::size_t whole = (bytes + kBlock - 1) / kBlock * kBlock;  // the slot has room
-      buffer.ensure(whole);
-      const std::uint64_t from = array->info().data_offset + static_cast<std::uint64_t>(begin) * item;
-      if (os::read_at(detail::MappedArrayAccess::fd(*array), buffer.data(), bytes, from, array->path()) != bytes)
-        std::memcpy(buffer.data(), original, bytes);
-      original = buffer.data();
-      os::write_at(direct->get(), original, whole, at + kBlock, path);
+      if (reinterpret_cast<std::uintptr_t>(original - skew) % kBlock != 0) {
+        buffer.ensure(whole);
+        std::memcpy(buffer.data() + skew, original, bytes);
+        original = buffer.data() + skew;
+      }
+      write_direct(original - skew, whole, at + kBlock);
     } else {
-      os::write_at(fd.get(), original, bytes, at + kBlock, path);
+      os::write_at(fd.get(), original, bytes, at + kBlock + skew, path);
     }
     SlotHeader s{};
     std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
     s.tile = q;
     s.begin = begin;
     s.end = end;
-    s.data_checksum = checksum(original, bytes);
+    s.data_checksum = checksum(original, bytes);  // the bytes written: the tile's kernel waits for this save
     s.checksum = record_checksum(s);
     os::write_at(fd.get(), &s, sizeof s, at, path);
   }
@@ -585,7 +627,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
     const os::UniqueFd old = os::open_existing(j.path, false);
     const auto h = read_record<Header>(old.get(), 0, j.path);
     ProgressRecord p{};
-    if (!valid(h, kHeaderMagic) || !read_progress(old.get(), j.path, p))
+    if (!valid_header(h) || !read_progress(old.get(), j.path, p))
       throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten");
     if (text_of(h.command) != command)
       throw Error(array.path(), "an in-place run on it did not finish (" + std::to_string(p.tiles_done) + " of " +
@@ -625,7 +667,9 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   j.lookahead = tokens + j.batch;
   const std::size_t ring = tokens + 3 * j.batch;
   j.slots = std::clamp<std::size_t>(ring, 1, std::max<std::size_t>(1, plan.size() - done_tiles));
-  j.slot_bytes = static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item;
+  // A slot's data: the tile's bytes from their skew on, in whole blocks.
+  j.slot_bytes = (static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item + kBlock - 1) /
+                     kBlock * kBlock + kBlock;
   j.tile_elements = tile_elements;
   j.create(command, tile_elements, done_tiles, done_elements, done_tile_checksum);
   j.direct = os::reopen_direct(j.fd.get(), true);  // nothing on tmpfs: written through the page cache
@@ -720,7 +764,7 @@ void refuse_unfinished_journal(const std::string& array) {
   try {
     const os::UniqueFd fd = os::open_existing(path, false);
     const auto h = read_record<Header>(fd.get(), 0, path);
-    if (valid(h, kHeaderMagic)) hint = finish_hint(h, array);
+    if (valid_header(h)) hint = finish_hint(h, array);
   } catch (const Error&) {
   }
   throw Error(array, "an in-place run on it did not finish, so its data is partly rewritten (journal " +

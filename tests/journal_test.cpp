@@ -223,11 +223,13 @@ TEST_CASE("a tile whose save was torn is left alone: its kernel never ran") {
   const Scratch scratch(3 * kTile);
   const std::string& path = scratch.path;
   stopped_in_tile_0(path, 0.0);
-  // Scribble over the saved bytes of tile 0 (slot 0's data starts at 8192 + 4096).
+  // Scribble over the saved bytes of tile 0 (slot 0's data starts at 8192 + 4096, the
+  // tile's bytes at their offset within a 4 KiB block of the array's file).
+  const auto skew = static_cast<off_t>(ooc::map_file(path).info().data_offset % 4096);
   const int fd = ::open((path + ".ooc-journal").c_str(), O_WRONLY);
   REQUIRE(fd >= 0);
   const char junk[16] = "not the tile";
-  REQUIRE(::pwrite(fd, junk, sizeof junk, 8192 + 4096 + 64) == sizeof junk);
+  REQUIRE(::pwrite(fd, junk, sizeof junk, 8192 + 4096 + skew + 64) == sizeof junk);
   ::close(fd);
   InPlace run(path, 1);
   auto& [a, o, journal] = run;
@@ -371,13 +373,14 @@ TEST_CASE("a journal has a slot per tile that may be in flight and 3 batches mor
     InPlace run(scratch.path, 8);
     auto& [a, o, journal] = run;
     // the header block, the progress block, and one slot: a header block and the tile
-    CHECK(std::filesystem::file_size(journal->path()) == 3 * 4096 + kTile * sizeof(double));
+    // (from its offset within a 4 KiB block of the array's file on: a block more)
+    CHECK(std::filesystem::file_size(journal->path()) == 3 * 4096 + kTile * sizeof(double) + 4096);
   }
   {
     const Scratch scratch(40 * kTile);
     InPlace run(scratch.path, 2);  // 4 tiles in flight; batches of 4 tiles (64 KiB tiles)
     auto& [a, o, journal] = run;
-    CHECK(std::filesystem::file_size(journal->path()) == 2 * 4096 + 16 * (4096 + kTile * sizeof(double)));
+    CHECK(std::filesystem::file_size(journal->path()) == 2 * 4096 + 16 * (2 * 4096 + kTile * sizeof(double)));
   }
 }
 

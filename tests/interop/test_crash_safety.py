@@ -443,12 +443,12 @@ class FullDiskTest(Case):
     # An output too big for the disk: test_cli_errors.OutputErrorTest.test_output_filesystem_full.
     def test_an_in_place_journal_too_big_for_the_disk_is_refused_before_any_work(self):
         mnt = mount_small_tmpfs(self, self.path("small"))
-        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 2 slots (one per tile) of 256 KiB
+        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 2 slots (one per tile) of 256 KiB and a block
         np.save(os.path.join(mnt, "a.npy"), a)
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
         self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 540\.67 kB "
-                                   r"\(540672 bytes\), .* free \(--no-journal runs in place without one\)\n$")
+        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 548\.86 kB "
+                                   r"\(548864 bytes\), .* free \(--no-journal runs in place without one\)\n$")
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--no-journal")  # as it says
         self.assertEqual(p.returncode, 0, p.stderr)
         a += 1

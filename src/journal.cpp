@@ -287,7 +287,7 @@ struct InPlaceJournal::Impl {
   std::size_t lookahead = 1;     // tiles saved ahead of the commit point at most
   std::size_t stats[3] = {0, 0, 0};  // flushes, saves, syncs of a record alone
   std::optional<os::UniqueFd> direct;  // the journal opened with O_DIRECT, where the file system allows
-  std::vector<detail::AlignedBuffer> buffers;  // a batch's original bytes on their way there
+  std::vector<detail::AlignedBuffer> buffers;  // bounce buffers, one per tile of a batch (a mapping not block-aligned like the file)
   bool stop = false;
   std::exception_ptr failure;
   std::thread writer, flusher;

@@ -485,8 +485,13 @@ struct InPlaceJournal::Impl {
   }
 
   // The wants that make the flusher or the saver act before a whole batch is there: a
-  // kernel waits for a slot, or checkpoint() for a durable record.
-  bool wanted() const { return needed_to > std::min(tiles, durable_to + slots) || want_durable > durable_to; }
+  // kernel waits for a slot, checkpoint() for a durable record, or no durable record says
+  // a tile of this run is done yet (the first is made durable at once: until then only
+  // the array's tail tells an array made anew from this one, see same_bytes_as_left).
+  bool wanted() const {
+    return needed_to > std::min(tiles, durable_to + slots) || want_durable > durable_to ||
+           (durable_to == first_tile && committed_to > first_tile);
+  }
 
   // Flusher thread: puts committed tiles on disk (msync) a batch at a time. Only then may
   // the saver write the record that says so.
@@ -703,6 +708,10 @@ const std::string& InPlaceJournal::path() const { return impl_->path; }
 bool InPlaceJournal::resumed() const { return impl_->resumed; }
 std::size_t InPlaceJournal::tiles_done_before() const { return impl_->first_tile; }
 std::size_t InPlaceJournal::tiles() const { return impl_->tiles; }
+std::size_t InPlaceJournal::tiles_recorded() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->durable_to;
+}
 bool InPlaceJournal::kept() const { return impl_->resumed || impl_->touched.load(); }
 
 void InPlaceJournal::before_write(const Tile& tile) {

@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <numeric>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using ooc::testing::ScratchDir;
@@ -166,32 +168,55 @@ TEST_CASE("a stopped run resumes after its last committed tile, with partly writ
 }
 
 TEST_CASE("committed tiles whose record was not yet written are put back and applied again, once") {
-  // Group commit: the writer records committed tiles a batch at a time, so a stop can
-  // come after tiles were committed (and even put on disk) but before a record says so.
-  // Their slots still hold their original bytes: a slot is reused only once its tile is
-  // recorded done by a durable record.
-  const Scratch scratch(6 * kTile);
+  // Group commit: the writer records committed tiles a batch at a time (4 tiles here),
+  // so a stop can come after tiles were committed (and even put on disk) but before a
+  // record says so. Their slots still hold their original bytes: a slot is reused only
+  // once its tile is recorded done by a durable record.
+  const Scratch scratch(8 * kTile);
   const std::string& path = scratch.path;
   {
     InPlace run(path, 1);
     auto& [a, o, journal] = run;
-    for (std::size_t t = 0; t < 3; ++t) {
+    for (std::size_t t = 0; t < 4; ++t) {
       journal->before_write(tile(t));
       add_one_to_tile(a, static_cast<std::int64_t>(t));
       journal->after_commit(tile(t));
+      if (t == 0) journal->checkpoint();  // the first record (the writer makes it durable at once anyway)
     }
-    a.commit();  // on disk, not recorded
-    journal->before_write(tile(3));
-    add_one_to_tile(a, 3, 0.25);
+    a.commit();  // on disk, tiles 1 to 3 not recorded
+    journal->before_write(tile(4));
+    add_one_to_tile(a, 4, 0.25);
   }
   InPlace run(path, 2);
   auto& [a, o, journal] = run;
   CHECK(journal->resumed());
-  CHECK(journal->tiles_done_before() == 0);
+  CHECK(journal->tiles_done_before() == 1);
   const auto v = a.values<double>();
-  for (std::int64_t i = 0; i < 6 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i));  // all put back
+  CHECK(v(0) == 1);  // recorded: kept
+  for (std::int64_t i = kTile; i < 8 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i));  // the rest put back
   add_one_to_the_end(a, *journal, o);
-  for (std::int64_t i = 0; i < 6 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i) + 1);
+  for (std::int64_t i = 0; i < 8 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i) + 1);
+}
+
+TEST_CASE("the first committed tile is recorded done durably without a checkpoint") {
+  // Until a durable record says a tile is done, only the tail tells an array made anew
+  // from the stopped one; the writer makes the first record durable at once.
+  const Scratch scratch(40 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    journal->before_write(tile(0));
+    add_one_to_tile(a, 0);
+    journal->after_commit(tile(0));
+    for (int i = 0; i < 2000 && journal->tiles_recorded() == 0; ++i)  // the writer threads take a moment
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(journal->tiles_recorded() == 1);
+  }
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  auto o = options(1);
+  auto journal = ooc::InPlaceJournal::open(a, kCommand, o);
+  CHECK(journal->tiles_done_before() == 1);
 }
 
 TEST_CASE("a checkpoint records every committed tile done: a resumed run starts after them") {

@@ -48,6 +48,8 @@ class InPlaceJournal final : public TileJournal {
   /// Tiles done by earlier runs, of tiles() in all.
   std::size_t tiles_done_before() const;
   std::size_t tiles() const;
+  /// Tiles recorded done by a durable record so far (done before included).
+  std::size_t tiles_recorded() const;
   /// True when the journal stays after this object: tiles were written, or done before.
   bool kept() const;
 

@@ -3,13 +3,23 @@
 #include "format/hdf5.hpp"
 
 #include "mapped_array_access.hpp"
+#include "os/direct_io.hpp"
 #include "os/file.hpp"
+#include "tile_reader.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace ooc {
@@ -20,8 +30,13 @@ namespace {
 //   [4096, 4096 + 1024)  two progress records, written alternately; the valid one with
 //                        the higher sequence number counts, so a torn write of one
 //                        leaves the other
-//   [8192, ...)          slots, one per tile in flight: a SlotHeader block, then the
-//                        tile's original bytes
+//   [8192, ...)          a ring of slots, tile q in slot q % slots: a SlotHeader block, then
+//                        the tile's original bytes
+// A writer thread does every write and sync, in one order (Impl::run_writer): it saves a
+// batch of tiles' originals with one fdatasync before their kernels may write, puts a batch
+// of committed tiles on disk (msync), writes the record that says so unsynced, and lets the
+// next batch's fdatasync make it durable. A slot is reused only when the tile it held is
+// recorded done by a durable record. DESIGN.md ("Group commit") has the argument.
 // Every record carries a checksum of its bytes, the slot header one of the slot's data
 // too, so a record torn by a power cut reads as absent, never as wrong.
 //
@@ -29,14 +44,24 @@ namespace {
 // be "resumed": its tiles would be skipped or overwritten with the old array's saved bytes.
 // So the progress record holds a checksum of the last done tile's bytes as written (16
 // pieces of it), and the header one of the array's last bytes (its tail), which this run
-// writes last; a resumed run checks both (the tail where no tile that may have been in
-// flight reaches it) before it puts anything back.
+// writes last; a resumed run checks both (the tail where no tile the run saved, so none its
+// kernels may have written, reaches it) before it puts anything back.
 constexpr std::uint64_t kBlock = 4096;
 constexpr std::uint64_t kProgressAt = kBlock;
 constexpr std::uint64_t kProgressStride = 512;
 constexpr std::uint64_t kSlotsAt = 2 * kBlock;
+// Bytes of originals saved per fdatasync (group commit), and of committed tiles put on
+// disk per msync and progress record: 64 MiB, and no more than 4 tiles, so that a run on
+// small tiles keeps few tiles saved ahead (the bytes past them stay checkable, see
+// same_bytes_as_left).
+constexpr std::uint64_t kGroupBytes = 64ull << 20;
+constexpr std::size_t kGroupTiles = 4;
 
-constexpr char kHeaderMagic[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '2'};
+// Version 3: a slot's tile bytes start at their offset within a disk block in the array's
+// file (its "skew"), so that the slot can be written with O_DIRECT straight from the
+// mapping; version 2 (before 2026-12-01) put them at the slot's data start. Both resume.
+constexpr char kHeaderMagic[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '3'};
+constexpr char kHeaderMagicV2[8] = {'O', 'O', 'C', 'J', 'R', 'N', 'L', '2'};
 constexpr char kProgressMagic[8] = {'O', 'O', 'C', 'J', 'P', 'R', 'G', '2'};
 constexpr char kSlotMagic[8] = {'O', 'O', 'C', 'J', 'S', 'L', 'T', '1'};
 
@@ -108,6 +133,8 @@ template <class Record> bool valid(const Record& r, const char (&magic)[8]) {
   return std::memcmp(r.magic, magic, sizeof magic) == 0 && r.checksum == record_checksum(r);
 }
 
+bool valid_header(const Header& h) { return valid(h, kHeaderMagic) || valid(h, kHeaderMagicV2); }
+
 template <std::size_t N> void copy_text(char (&to)[N], const std::string& text) {
   std::memset(to, 0, N);
   std::memcpy(to, text.data(), std::min(text.size(), N - 1));
@@ -168,19 +195,31 @@ constexpr std::uint64_t kTailBytes = 1 << 20;
 constexpr const char* kInUseByAnotherRun =
     "is in use by another run (being read, or rewritten in place); try again when it has finished";
 
+// The end of the last tile whose original bytes journal `fd` (header h) saved: no kernel
+// of that run wrote past it, nor past the done tiles. A slot header is enough: a tile whose
+// saved bytes are torn never ran, and counting it only moves the bound up.
+std::int64_t touched_end(int fd, const std::string& path, const Header& h, const ProgressRecord& p) {
+  std::int64_t end = p.elements_done;
+  const std::uint64_t stride = kBlock + (h.slot_bytes + kBlock - 1) / kBlock * kBlock;
+  for (std::uint64_t slot = 0; slot < h.slots; ++slot) {
+    const auto s = read_record<SlotHeader>(fd, kSlotsAt + slot * stride, path);
+    if (valid(s, kSlotMagic)) end = std::max(end, s.end);
+  }
+  return end;
+}
+
 // Whether `array` still holds what the run that wrote journal (h, p) left in it: its last
-// done tile as committed, and its tail as that run found it where no tile that may have
-// been in flight reaches the tail. An array made anew since differs in one or the other,
-// unless no tile was done and the run stopped within its last tiles.
-bool same_bytes_as_left(const MappedArray& array, const Header& h, const ProgressRecord& p) {
+// done tile as committed, and its tail as that run found it where no tile it saved (so
+// none its kernels may have written) reaches the tail. An array made anew since differs
+// in one or the other, unless no tile was done and the run had saved tiles into its tail.
+bool same_bytes_as_left(const MappedArray& array, const Header& h, const ProgressRecord& p, std::int64_t touched) {
   if (p.tiles_done > 0) {
     const std::int64_t begin = static_cast<std::int64_t>(p.tiles_done - 1) * h.tile_elements;
     if (begin < 0 || begin >= p.elements_done || sampled_checksum(array, begin, p.elements_done) != p.done_tile_checksum)
       return false;
   }
-  const auto in_flight = static_cast<std::int64_t>(std::min<std::uint64_t>(h.slots, h.tiles)) * h.tile_elements;
   const bool tail_untouched = h.tail_begin >= 0 && h.tail_begin <= array.size() &&
-                              h.tail_begin >= std::min(array.size(), p.elements_done + in_flight);
+                              h.tail_begin >= std::min(array.size(), touched);
   return !tail_untouched || checksum_of(array, h.tail_begin, array.size()) == h.tail_checksum;
 }
 
@@ -219,12 +258,50 @@ struct InPlaceJournal::Impl {
   std::uint64_t slot_bytes = 0;
   std::size_t tiles = 0;
   std::size_t first_tile = 0;
+  std::int64_t tile_elements = 0;
   bool resumed = false;
   bool finished = false;
   std::atomic<bool> touched{false};
   std::uint64_t sequence = 0;
-  std::atomic<std::size_t> committed_tiles{0};
-  std::unique_ptr<std::atomic<std::int64_t>[]> occupant;  // tile each slot holds; -1: none
+  std::size_t durable_record = 0;  // which of the two progress records is the durable one
+  bool record_pending = false;     // a record was written since the last sync (saver thread)
+  std::size_t batch = 1;           // tiles saved per fdatasync at most
+  std::size_t flush_every = 1;     // committed tiles that make the flusher flush them unasked
+
+  // Two threads do the journal's I/O (see "Group commit" in DESIGN.md): the saver every
+  // write and sync of the journal file, in one order, and the flusher the array's msyncs,
+  // so that the two streams of writes overlap. Tiles, by number:
+  //   [first_tile, durable_to)   recorded done by a durable progress record
+  //   [durable_to, recorded_to)  recorded by a record written but not yet durable
+  //   [recorded_to, flushed_to)  on disk (msynced), not recorded yet
+  //   [flushed_to, committed_to) committed by the pipeline, maybe not on disk
+  //   [.., saved_to)             original bytes durable in their slot: kernels may write
+  // Tile q's slot (q % slots) is written only when q < durable_to + slots: the tile it held
+  // before, q - slots, is then recorded done by a durable record, so no put-back needs it.
+  std::mutex m;
+  std::condition_variable changed;
+  std::size_t saved_to = 0, committed_to = 0, flushed_to = 0, recorded_to = 0, durable_to = 0;
+  std::uint64_t flushed_checksum = 0;  // sampled_checksum of tile flushed_to - 1
+  std::size_t want_durable = 0;  // checkpoint(): make tiles up to here durable
+  std::size_t needed_to = 0;     // a kernel waits for the tiles before this one to be saved
+  std::size_t lookahead = 1;     // tiles saved ahead of the commit point at most
+  std::size_t stats[3] = {0, 0, 0};  // flushes, saves, syncs of a record alone
+  std::optional<os::UniqueFd> direct;  // the journal opened with O_DIRECT, where the file system allows
+  std::vector<detail::AlignedBuffer> buffers;  // bounce buffers, one per tile of a batch (a mapping not block-aligned like the file)
+  bool stop = false;
+  std::exception_ptr failure;
+  std::thread writer, flusher;
+
+  std::int64_t tile_begin(std::size_t q) const { return static_cast<std::int64_t>(q) * tile_elements; }
+  std::int64_t tile_end(std::size_t q) const {
+    return std::min<std::int64_t>(array->size(), static_cast<std::int64_t>(q + 1) * tile_elements);
+  }
+
+  // Where element `begin`'s bytes fall within a disk block of the array's file: where
+  // they start within their slot's data.
+  std::size_t skew(std::int64_t begin) const {
+    return static_cast<std::size_t>((array->info().data_offset + static_cast<std::uint64_t>(begin) * item) % kBlock);
+  }
 
   std::uint64_t slot_offset(std::size_t slot) const {
     return kSlotsAt + slot * (kBlock + (slot_bytes + kBlock - 1) / kBlock * kBlock);
@@ -243,9 +320,10 @@ struct InPlaceJournal::Impl {
           s.end > static_cast<std::int64_t>(array->size()))
         continue;  // empty, torn (its tile was never written), or done
       const std::size_t bytes = static_cast<std::size_t>(s.end - s.begin) * item;
-      if (bytes > h.slot_bytes) continue;
+      const std::size_t skew = valid(h, kHeaderMagic) ? this->skew(s.begin) : 0;
+      if (skew + bytes > h.slot_bytes) continue;
       buffer.resize(bytes);
-      if (os::read_at(old, buffer.data(), bytes, at + kBlock, path) != bytes ||
+      if (os::read_at(old, buffer.data(), bytes, at + kBlock + skew, path) != bytes ||
           checksum(buffer.data(), bytes) != s.data_checksum)
         continue;  // torn while being saved: the kernel waited for the save, so never ran
       std::memcpy(data.data() + static_cast<std::size_t>(s.begin) * item, buffer.data(), bytes);
@@ -286,7 +364,7 @@ struct InPlaceJournal::Impl {
       os::preallocate(file.get(), slot_offset(slots), path);
       os::write_at(file.get(), &h, sizeof h, 0, path);
       fd = std::move(file);
-      write_progress(done_tiles, done_elements, done_tile_checksum);  // syncs the file
+      write_progress(done_tiles, done_elements, done_tile_checksum, true);
       os::rename_file(temp, path);
       os::sync_directory(std::filesystem::path(path).parent_path());
     } catch (...) {
@@ -296,7 +374,11 @@ struct InPlaceJournal::Impl {
     }
   }
 
-  void write_progress(std::size_t done_tiles, std::int64_t done_elements, std::uint64_t done_tile_checksum) {
+  // Writes a progress record into the record slot that does not hold the durable one, so
+  // that a write torn by a power cut leaves the durable record whole. Not synced: the next
+  // sync_data of the journal makes it durable (sync = true: at once).
+  void write_progress(std::size_t done_tiles, std::int64_t done_elements, std::uint64_t done_tile_checksum,
+                      bool sync) {
     ProgressRecord p{};
     std::memcpy(p.magic, kProgressMagic, sizeof p.magic);
     p.sequence = ++sequence;
@@ -304,8 +386,215 @@ struct InPlaceJournal::Impl {
     p.elements_done = done_elements;
     p.done_tile_checksum = done_tile_checksum;
     p.checksum = record_checksum(p);
-    os::write_at(fd.get(), &p, sizeof p, kProgressAt + (p.sequence % 2) * kProgressStride, path);
+    os::write_at(fd.get(), &p, sizeof p, kProgressAt + (1 - durable_record) * kProgressStride, path);
+    record_pending = true;
+    if (sync) sync_journal();
+  }
+
+  // fdatasync of the journal: slots and the record written since are durable.
+  void sync_journal() {
     os::sync_data(fd.get(), path);
+    if (record_pending) durable_record = 1 - durable_record;
+    record_pending = false;
+  }
+
+  // O_DIRECT writes of `bytes` (whole blocks) at `at` of the journal, in pieces of 4 MiB
+  // side by side: this virtio disk wrote 1.96-2.22 GB/s from one thread writing 16 MiB
+  // at a time, 2.58-2.68 GB/s from 8 threads writing 4 MiB each.
+  void write_direct(const std::byte* data, std::size_t bytes, std::uint64_t at) {
+    constexpr std::size_t kPiece = 4 << 20;
+    std::vector<std::thread> pieces;
+    std::vector<std::exception_ptr> errors(bytes / kPiece + 1);
+    auto piece = [&](std::size_t k) {
+      try {
+        const std::size_t from = k * kPiece;
+        os::write_at(direct->get(), data + from, std::min(kPiece, bytes - from), at + from, path);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    };
+    try {
+      for (std::size_t k = 1; k * kPiece < bytes; ++k) pieces.emplace_back(piece, k);
+    } catch (...) {
+      for (auto& t : pieces) t.join();
+      throw;
+    }
+    piece(0);
+    for (auto& t : pieces) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  // Saver thread and its helpers: saves tile q's original bytes into its slot. With
+  // O_DIRECT, the whole blocks around the tile go from the mapping straight to the disk
+  // (the pages are pinned, nothing is copied; the bytes around the tile's ends are not
+  // restored); where the mapping is not block-aligned like the file, through `buffer`.
+  void save_one(std::size_t q, detail::AlignedBuffer& buffer) {
+    const std::int64_t begin = tile_begin(q), end = tile_end(q);
+    const std::size_t bytes = static_cast<std::size_t>(end - begin) * item;
+    const std::size_t skew = this->skew(begin);
+    const std::size_t whole = (skew + bytes + kBlock - 1) / kBlock * kBlock;
+    if (whole > slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
+    const std::byte* original = array->bytes().data() + static_cast<std::size_t>(begin) * item;
+    const std::uint64_t at = slot_offset(q % slots);
+    if (direct) {
+      if (reinterpret_cast<std::uintptr_t>(original - skew) % kBlock != 0) {
+        buffer.ensure(whole);
+        std::memcpy(buffer.data() + skew, original, bytes);
+        original = buffer.data() + skew;
+      }
+      write_direct(original - skew, whole, at + kBlock);
+    } else {
+      os::write_at(fd.get(), original, bytes, at + kBlock + skew, path);
+    }
+    SlotHeader s{};
+    std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
+    s.tile = q;
+    s.begin = begin;
+    s.end = end;
+    s.data_checksum = checksum(original, bytes);  // the bytes written: the tile's kernel waits for this save
+    s.checksum = record_checksum(s);
+    os::write_at(fd.get(), &s, sizeof s, at, path);
+  }
+
+  // Saver thread: saves tiles [from, to) into their slots, the batch's tiles side by side
+  // (one thread each: a single stream of O_DIRECT writes leaves the disk idle between
+  // them), then one fdatasync, which also makes the record written before it durable.
+  void save(std::size_t from, std::size_t to) {
+    if (buffers.size() < to - from) buffers.resize(to - from);
+    std::vector<std::exception_ptr> errors(to - from);
+    std::vector<std::thread> helpers;
+    auto one = [&](std::size_t q) {
+      try {
+        save_one(q, buffers[q - from]);
+      } catch (...) {
+        errors[q - from] = std::current_exception();
+      }
+    };
+    try {
+      for (std::size_t q = from + 1; q < to; ++q) helpers.emplace_back(one, q);
+    } catch (...) {
+      for (auto& h : helpers) h.join();
+      throw;
+    }
+    one(from);
+    for (auto& h : helpers) h.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    sync_journal();  // durable before the kernels may write these tiles
+  }
+
+  // The wants that make the flusher or the saver act before a whole batch is there: a
+  // kernel waits for a slot, checkpoint() for a durable record, or no durable record says
+  // a tile of this run is done yet (the first is made durable at once: until then only
+  // the array's tail tells an array made anew from this one, see same_bytes_as_left).
+  bool wanted() const {
+    return needed_to > std::min(tiles, durable_to + slots) || want_durable > durable_to ||
+           (durable_to == first_tile && committed_to > first_tile);
+  }
+
+  // Flusher thread: puts committed tiles on disk (msync) a batch at a time. Only then may
+  // the saver write the record that says so.
+  void run_flusher() {
+    std::unique_lock lock(m);
+    try {
+      for (;;) {
+        if (stop) return;
+        if (committed_to > flushed_to && (committed_to - flushed_to >= flush_every || wanted())) {
+          const std::size_t from = flushed_to, to = committed_to;
+          lock.unlock();
+          detail::MappedArrayAccess::sync(*array, tile_begin(from), tile_end(to - 1));
+          const std::uint64_t done_checksum = sampled_checksum(*array, tile_begin(to - 1), tile_end(to - 1));
+          lock.lock();
+          flushed_to = to;
+          flushed_checksum = done_checksum;
+          ++stats[0];
+          changed.notify_all();
+          continue;
+        }
+        changed.wait(lock);
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      if (!failure) failure = std::current_exception();
+      changed.notify_all();
+    }
+  }
+
+  // Saver thread, lock held: writes the record of the tiles flushed so far, unsynced (the
+  // next sync_journal makes it durable).
+  void record_flushed(std::unique_lock<std::mutex>& lock) {
+    if (flushed_to <= recorded_to) return;
+    const std::size_t to = flushed_to;
+    const std::uint64_t done_checksum = flushed_checksum;
+    lock.unlock();
+    write_progress(to, tile_end(to - 1), done_checksum, false);
+    lock.lock();
+    recorded_to = to;
+  }
+
+  // Saver thread. It saves tiles ahead of the kernels (up to `lookahead` tiles past the
+  // commit point, whole batches where it can), each batch after writing the record of the
+  // tiles flushed since, so that the batch's fdatasync makes that record durable too: per
+  // batch of tiles one sync of the journal, and one msync of the array by the flusher.
+  // Only when a kernel waits for a tile whose slot is not free yet does it sync a record
+  // on its own.
+  void run_writer() {
+    std::unique_lock lock(m);
+    try {
+      for (;;) {
+        if (stop) return;
+        const std::size_t room = std::min(tiles, durable_to + slots);  // tiles whose slot is free
+        const std::size_t limit = std::min(room, std::max(committed_to + lookahead, needed_to));
+        if (saved_to < limit && (limit - saved_to >= batch || limit == tiles || needed_to > saved_to)) {
+          const std::size_t durable = durable_to;  // this save may overwrite slots of tiles below it only
+          record_flushed(lock);
+          const std::size_t from = saved_to, to = std::min({limit, from + batch, durable + slots}),
+                            recorded = recorded_to;
+          lock.unlock();
+          save(from, to);
+          lock.lock();
+          saved_to = to;
+          durable_to = recorded;
+          ++stats[1];
+          changed.notify_all();
+          continue;
+        }
+        if (wanted() && flushed_to > durable_to) {
+          record_flushed(lock);
+          const std::size_t recorded = recorded_to;
+          lock.unlock();
+          sync_journal();
+          lock.lock();
+          durable_to = recorded;
+          ++stats[2];
+          changed.notify_all();
+          continue;
+        }
+        if (needed_to > room && committed_to == durable_to)  // nothing left to record
+          throw std::logic_error("in-place journal: tile " + std::to_string(needed_to - 1) +
+                                 " is in flight while tile " + std::to_string(durable_to) + " is not committed");
+        changed.wait(lock);
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      if (!failure) failure = std::current_exception();
+      changed.notify_all();
+    }
+  }
+
+  void stop_writer() {
+    if (!writer.joinable()) return;
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    changed.notify_all();
+    writer.join();
+    if (flusher.joinable()) flusher.join();
+    if (std::getenv("OOC_JOURNAL_STATS"))
+      std::fprintf(stderr, "journal: %zu slots, batch %zu: %zu flushes, %zu saves, %zu record syncs\n", slots, batch,
+                   stats[0], stats[1], stats[2]);
   }
 
   // Temporaries of journals whose creation was cut short; only the holder of the
@@ -343,7 +632,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
     const os::UniqueFd old = os::open_existing(j.path, false);
     const auto h = read_record<Header>(old.get(), 0, j.path);
     ProgressRecord p{};
-    if (!valid(h, kHeaderMagic) || !read_progress(old.get(), j.path, p))
+    if (!valid_header(h) || !read_progress(old.get(), j.path, p))
       throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten");
     if (text_of(h.command) != command)
       throw Error(array.path(), "an in-place run on it did not finish (" + std::to_string(p.tiles_done) + " of " +
@@ -354,7 +643,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
         h.elements != array.size() || h.tile_elements <= 0 || p.elements_done > array.size())
       throw Error(array.path(), "the journal " + j.path + " belongs to another file (" + text_of(h.array) +
                                     "); if the array was replaced on purpose, remove the journal");
-    if (!same_bytes_as_left(array, h, p))
+    if (!same_bytes_as_left(array, h, p, touched_end(old.get(), j.path, h, p)))
       throw Error(array.path(), "its bytes are not the ones the unfinished in-place run left (" +
                                     std::to_string(p.tiles_done) + " of " + std::to_string(h.tiles) +
                                     " tiles done, journal " + j.path +
@@ -373,22 +662,42 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
     throw Error(j.path, "the in-place journal does not match the array's tiles; the array may be partly rewritten");
   j.tiles = plan.size();
   j.first_tile = done_tiles;
-  j.committed_tiles = done_tiles;
-  // One slot per tile that may be in flight, and no more than there are tiles left.
-  j.slots = std::clamp<std::size_t>(detail::tokens_in_flight(options), 1, std::max<std::size_t>(1, plan.size() - done_tiles));
-  j.slot_bytes = static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item;
-  j.occupant = std::make_unique<std::atomic<std::int64_t>[]>(j.slots);
-  for (std::size_t i = 0; i < j.slots; ++i) j.occupant[i] = -1;
+  // Group commit: the writer saves up to `batch` tiles ahead with one fdatasync, and puts
+  // committed tiles on disk and records them a batch at a time. One slot per tile that may
+  // be in flight, and `batch` more on each side of the commit point, so that a save rarely
+  // waits for a record's own fdatasync; no more slots than there are tiles left.
+  const std::size_t tokens = detail::tokens_in_flight(options);
+  j.batch = std::clamp<std::size_t>(kGroupBytes / std::max<std::uint64_t>(1, options.tile_bytes), 1, kGroupTiles);
+  j.flush_every = j.batch;
+  j.lookahead = tokens + j.batch;
+  const std::size_t ring = tokens + 3 * j.batch;
+  j.slots = std::clamp<std::size_t>(ring, 1, std::max<std::size_t>(1, plan.size() - done_tiles));
+  // A slot's data: the tile's bytes from their skew on, in whole blocks.
+  j.slot_bytes = (static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item + kBlock - 1) /
+                     kBlock * kBlock + kBlock;
+  j.tile_elements = tile_elements;
   j.create(command, tile_elements, done_tiles, done_elements, done_tile_checksum);
+  j.direct = os::reopen_direct(j.fd.get(), true);  // nothing on tmpfs: written through the page cache
+  j.saved_to = j.committed_to = j.flushed_to = j.recorded_to = j.durable_to = j.want_durable = j.needed_to = done_tiles;
 
   std::unique_ptr<InPlaceJournal> journal(new InPlaceJournal(std::move(impl)));
+  // Joined by finish() or the destructor (a flusher that cannot start leaves the saver alone).
+  journal->impl_->writer = std::thread([&j] { j.run_writer(); });
+  try {
+    journal->impl_->flusher = std::thread([&j] { j.run_flusher(); });
+  } catch (...) {
+    journal->impl_->stop_writer();
+    throw;
+  }
   options.first_tile = done_tiles;
   options.journal = journal.get();
   return journal;
 }
 
 InPlaceJournal::~InPlaceJournal() {
-  if (impl_ == nullptr || impl_->finished || kept()) return;
+  if (impl_ == nullptr) return;
+  impl_->stop_writer();
+  if (impl_->finished || kept()) return;
   // Nothing was written: the array is as it was and the journal holds nothing to keep.
   impl_->fd = os::UniqueFd();
   std::error_code ignored;
@@ -399,44 +708,54 @@ const std::string& InPlaceJournal::path() const { return impl_->path; }
 bool InPlaceJournal::resumed() const { return impl_->resumed; }
 std::size_t InPlaceJournal::tiles_done_before() const { return impl_->first_tile; }
 std::size_t InPlaceJournal::tiles() const { return impl_->tiles; }
+std::size_t InPlaceJournal::tiles_recorded() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->durable_to;
+}
 bool InPlaceJournal::kept() const { return impl_->resumed || impl_->touched.load(); }
 
 void InPlaceJournal::before_write(const Tile& tile) {
   Impl& j = *impl_;
   j.touched = true;
-  // The slot's previous tile left the commit stage before this one could start (the
-  // pipeline has at most `slots` tiles in flight), so its bytes are no longer needed.
-  const std::size_t slot = tile.index % j.slots;
-  const std::int64_t previous = j.occupant[slot].exchange(static_cast<std::int64_t>(tile.index));
-  if (previous >= 0 && static_cast<std::size_t>(previous) >= j.committed_tiles.load())
-    throw std::logic_error("in-place journal: tile " + std::to_string(tile.index) + " would overwrite the saved bytes of tile " +
-                           std::to_string(previous) + ", not yet committed");
-  const std::size_t bytes = static_cast<std::size_t>(tile.size()) * j.item;
-  if (bytes > j.slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
-  const std::byte* original = j.array->bytes().data() + static_cast<std::size_t>(tile.begin) * j.item;
-  SlotHeader s{};
-  std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
-  s.tile = tile.index;
-  s.begin = tile.begin;
-  s.end = tile.end;
-  s.data_checksum = checksum(original, bytes);
-  s.checksum = record_checksum(s);
-  const std::uint64_t at = j.slot_offset(slot);
-  os::write_at(j.fd.get(), original, bytes, at + kBlock, j.path);
-  os::write_at(j.fd.get(), &s, sizeof s, at, j.path);
-  os::sync_data(j.fd.get(), j.path);  // durable before the kernel may write the tile
+  std::unique_lock lock(j.m);
+  if (tile.index < j.committed_to || tile.index >= j.tiles)
+    throw std::logic_error("in-place journal: tile " + std::to_string(tile.index) + " is not one still to write");
+  // The writer saves tiles in order, as far as free slots allow; a tile in flight always
+  // gets one (the slots outnumber the tiles in flight, and the writer records committed
+  // tiles done when it runs out).
+  if (j.saved_to <= tile.index) {
+    j.needed_to = std::max(j.needed_to, tile.index + 1);
+    j.changed.notify_all();
+    j.changed.wait(lock, [&] { return j.failure || j.saved_to > tile.index; });
+  }
+  if (j.failure) std::rethrow_exception(j.failure);
 }
 
 void InPlaceJournal::after_commit(const Tile& tile) {
   Impl& j = *impl_;
-  detail::MappedArrayAccess::sync(*j.array, tile.begin, tile.end);  // the tile is on disk ...
-  j.write_progress(tile.index + 1, tile.end,                        // ... before it is recorded done
-                   sampled_checksum(*j.array, tile.begin, tile.end));
-  j.committed_tiles = tile.index + 1;
+  {
+    std::lock_guard lock(j.m);
+    if (j.failure) std::rethrow_exception(j.failure);
+    if (tile.index != j.committed_to || tile.index >= j.saved_to)
+      throw std::logic_error("in-place journal: tile " + std::to_string(tile.index) + " committed out of order");
+    j.committed_to = tile.index + 1;
+  }
+  j.changed.notify_all();
+}
+
+void InPlaceJournal::checkpoint() {
+  Impl& j = *impl_;
+  std::unique_lock lock(j.m);
+  j.want_durable = j.committed_to;
+  j.changed.notify_all();
+  j.changed.wait(lock, [&] { return j.failure || j.durable_to >= j.want_durable; });
+  if (j.failure) std::rethrow_exception(j.failure);
 }
 
 void InPlaceJournal::finish() {
   Impl& j = *impl_;
+  j.stop_writer();
+  if (j.failure) std::rethrow_exception(j.failure);
   j.fd = os::UniqueFd();
   os::remove_file(j.path);
   os::sync_directory(std::filesystem::path(j.path).parent_path());
@@ -454,7 +773,7 @@ void refuse_unfinished_journal(const std::string& array) {
   try {
     const os::UniqueFd fd = os::open_existing(path, false);
     const auto h = read_record<Header>(fd.get(), 0, path);
-    if (valid(h, kHeaderMagic)) hint = finish_hint(h, array);
+    if (valid_header(h)) hint = finish_hint(h, array);
   } catch (const Error&) {
   }
   throw Error(array, "an in-place run on it did not finish, so its data is partly rewritten (journal " +

@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <numeric>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using ooc::testing::ScratchDir;
@@ -66,8 +68,8 @@ struct InPlace {
   std::unique_ptr<ooc::InPlaceJournal> journal;
 };
 
-// A run stopped after tile 0 was committed, with tile 1 half written and tile 2 written
-// but not committed, as a kill -9 leaves it.
+// A run stopped after tile 0 was committed and recorded done, with tile 1 half written
+// and tile 2 written but not committed, as a kill -9 leaves it.
 void stopped_run(const std::string& path) {
   InPlace run(path, 2);
   auto& [a, o, journal] = run;
@@ -77,6 +79,7 @@ void stopped_run(const std::string& path) {
   journal->before_write(tile(0));
   add_one_to_tile(a, 0);
   journal->after_commit(tile(0));
+  journal->checkpoint();  // its record durable (the writer records a batch at a time)
   journal->before_write(tile(1));
   journal->before_write(tile(2));
   add_one_to_tile(a, 2);
@@ -164,15 +167,94 @@ TEST_CASE("a stopped run resumes after its last committed tile, with partly writ
   CHECK_FALSE(std::filesystem::exists(path + ".ooc-journal"));
 }
 
+TEST_CASE("committed tiles whose record was not yet written are put back and applied again, once") {
+  // Group commit: the writer records committed tiles a batch at a time (4 tiles here),
+  // so a stop can come after tiles were committed (and even put on disk) but before a
+  // record says so. Their slots still hold their original bytes: a slot is reused only
+  // once its tile is recorded done by a durable record.
+  const Scratch scratch(8 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    for (std::size_t t = 0; t < 4; ++t) {
+      journal->before_write(tile(t));
+      add_one_to_tile(a, static_cast<std::int64_t>(t));
+      journal->after_commit(tile(t));
+      if (t == 0) journal->checkpoint();  // the first record (the writer makes it durable at once anyway)
+    }
+    a.commit();  // on disk, tiles 1 to 3 not recorded
+    journal->before_write(tile(4));
+    add_one_to_tile(a, 4, 0.25);
+  }
+  InPlace run(path, 2);
+  auto& [a, o, journal] = run;
+  CHECK(journal->resumed());
+  CHECK(journal->tiles_done_before() == 1);
+  const auto v = a.values<double>();
+  CHECK(v(0) == 1);  // recorded: kept
+  for (std::int64_t i = kTile; i < 8 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i));  // the rest put back
+  add_one_to_the_end(a, *journal, o);
+  for (std::int64_t i = 0; i < 8 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i) + 1);
+}
+
+TEST_CASE("the first committed tile is recorded done durably without a checkpoint") {
+  // Until a durable record says a tile is done, only the tail tells an array made anew
+  // from the stopped one; the writer makes the first record durable at once.
+  const Scratch scratch(40 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    journal->before_write(tile(0));
+    add_one_to_tile(a, 0);
+    journal->after_commit(tile(0));
+    for (int i = 0; i < 2000 && journal->tiles_recorded() == 0; ++i)  // the writer threads take a moment
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(journal->tiles_recorded() == 1);
+  }
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  auto o = options(1);
+  auto journal = ooc::InPlaceJournal::open(a, kCommand, o);
+  CHECK(journal->tiles_done_before() == 1);
+}
+
+TEST_CASE("a checkpoint records every committed tile done: a resumed run starts after them") {
+  const Scratch scratch(6 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 1);
+    auto& [a, o, journal] = run;
+    for (std::size_t t = 0; t < 3; ++t) {
+      journal->before_write(tile(t));
+      add_one_to_tile(a, static_cast<std::int64_t>(t));
+      journal->after_commit(tile(t));
+    }
+    journal->checkpoint();
+    journal->before_write(tile(3));
+    add_one_to_tile(a, 3, 0.25);
+  }
+  InPlace run(path, 2);
+  auto& [a, o, journal] = run;
+  CHECK(journal->tiles_done_before() == 3);
+  const auto v = a.values<double>();
+  CHECK(v(2 * kTile) == 2 * kTile + 1);  // done: kept
+  CHECK(v(3 * kTile) == 3 * kTile);      // partly written: put back
+  add_one_to_the_end(a, *journal, o);
+  for (std::int64_t i = 0; i < 6 * kTile; ++i) REQUIRE(v(i) == static_cast<double>(i) + 1);
+}
+
 TEST_CASE("a tile whose save was torn is left alone: its kernel never ran") {
   const Scratch scratch(3 * kTile);
   const std::string& path = scratch.path;
   stopped_in_tile_0(path, 0.0);
-  // Scribble over the saved bytes of tile 0 (slot 0's data starts at 8192 + 4096).
+  // Scribble over the saved bytes of tile 0 (slot 0's data starts at 8192 + 4096, the
+  // tile's bytes at their offset within a 4 KiB block of the array's file).
+  const auto skew = static_cast<off_t>(ooc::map_file(path).info().data_offset % 4096);
   const int fd = ::open((path + ".ooc-journal").c_str(), O_WRONLY);
   REQUIRE(fd >= 0);
   const char junk[16] = "not the tile";
-  REQUIRE(::pwrite(fd, junk, sizeof junk, 8192 + 4096 + 64) == sizeof junk);
+  REQUIRE(::pwrite(fd, junk, sizeof junk, 8192 + 4096 + skew + 64) == sizeof junk);
   ::close(fd);
   InPlace run(path, 1);
   auto& [a, o, journal] = run;
@@ -270,6 +352,7 @@ TEST_CASE("an array made anew in the same file since the run stopped is not resu
     journal->before_write(plan[0]);
     for (std::int64_t i = plan[0].begin; i < plan[0].end; ++i) a.writable_values<double>()(i) += 1;
     journal->after_commit(plan[0]);
+    journal->checkpoint();
     journal->before_write(plan[1]);
   }
   SUBCASE("before any tile was done: the tail the run had not reached is not the one it found") {
@@ -309,12 +392,21 @@ TEST_CASE("the same array made again with the same bytes is resumed: the saved t
   for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 1);
 }
 
-TEST_CASE("a journal has a slot per tile that may be in flight, no more than the array has tiles") {
-  const Scratch scratch(kTile);  // one tile
-  InPlace run(scratch.path, 8);
-  auto& [a, o, journal] = run;
-  // the header block, the progress block, and one slot: a header block and the tile
-  CHECK(std::filesystem::file_size(journal->path()) == 3 * 4096 + kTile * sizeof(double));
+TEST_CASE("a journal has a slot per tile that may be in flight and 3 batches more, no more than the array has tiles") {
+  {
+    const Scratch scratch(kTile);  // one tile
+    InPlace run(scratch.path, 8);
+    auto& [a, o, journal] = run;
+    // the header block, the progress block, and one slot: a header block and the tile
+    // (from its offset within a 4 KiB block of the array's file on: a block more)
+    CHECK(std::filesystem::file_size(journal->path()) == 3 * 4096 + kTile * sizeof(double) + 4096);
+  }
+  {
+    const Scratch scratch(40 * kTile);
+    InPlace run(scratch.path, 2);  // 4 tiles in flight; batches of 4 tiles (64 KiB tiles)
+    auto& [a, o, journal] = run;
+    CHECK(std::filesystem::file_size(journal->path()) == 2 * 4096 + 16 * (2 * 4096 + kTile * sizeof(double)));
+  }
 }
 
 TEST_CASE("an array held by one run is refused to another: in place against in place, and against readers") {

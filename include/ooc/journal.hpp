@@ -48,11 +48,20 @@ class InPlaceJournal final : public TileJournal {
   /// Tiles done by earlier runs, of tiles() in all.
   std::size_t tiles_done_before() const;
   std::size_t tiles() const;
+  /// Tiles recorded done by a durable record so far (done before included).
+  std::size_t tiles_recorded() const;
   /// True when the journal stays after this object: tiles were written, or done before.
   bool kept() const;
 
+  /// Waits until the tile's original bytes are durable in the journal (a writer thread
+  /// saves tiles ahead, a batch per fdatasync).
   void before_write(const Tile& tile) override;
+  /// Records the tile committed; the writer puts committed tiles on disk and records them
+  /// done a batch at a time, so a stop may lose the record of the last few: a resumed run
+  /// puts those back from the journal and applies them again, once.
   void after_commit(const Tile& tile) override;
+  /// Puts every committed tile on disk and records it done, durably, before it returns.
+  void checkpoint();
   /// Removes the journal; call it after array.commit().
   void finish();
 

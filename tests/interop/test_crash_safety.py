@@ -292,19 +292,29 @@ class KillNineTest(Case):
         """SIGKILL at KILLS random moments over the length of a run, the same command run
         again after each while a journal says the job is unfinished. Without a journal the
         array must be exactly a (nothing written yet) or exactly a + 1 (the job finished
-        and removed its journal just before the kill); after a job, a fresh one starts."""
+        and removed its journal just before the kill); after a job, a fresh one starts.
+        128 tiles of 256 KiB: the journal saves and records them in batches of 4, so the
+        kills land while a batch is being saved, while committed tiles wait for their
+        record, and while a record waits for the next save's fdatasync."""
+        self.kill_and_resume(4 << 20, "256K", KILLS)  # 32 MiB
+
+    def test_the_same_with_tiles_saved_in_several_pieces(self):
+        """Tiles of 8 MiB, which the journal writes in 4 MiB pieces side by side, 3 threads."""
+        self.kill_and_resume(12 << 20, "8M", KILLS // 2, threads=3)  # 96 MiB, 12 tiles
+
+    def kill_and_resume(self, elements, tile_bytes, kills, threads=2):
         seed = int(os.environ.get("OOC_KILL_SEED", random.SystemRandom().randrange(1 << 30)))
         rng = random.Random(seed)
-        a = np.random.default_rng(seed).standard_normal(4 << 20)  # 32 MiB, 128 tiles of 256 KiB
+        a = np.random.default_rng(seed).standard_normal(elements)
         original, expected = npy_bytes(a), npy_bytes(a + 1)
-        cmd = [OOCRUN, "apply", "add-one", "a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K",
-               "--quiet"]
+        cmd = [OOCRUN, "apply", "add-one", "a.npy", "--in-place", "--threads", str(threads), "--tile-bytes",
+               tile_bytes, "--quiet"]
         self.save("a.npy", a)
         start = time.monotonic()
         subprocess.run(cmd, cwd=self.dir, check=True, timeout=TIMEOUT)
         length = time.monotonic() - start
         self.save("a.npy", a)
-        kills = jobs = runs = 0
+        wanted, kills, jobs, runs = kills, 0, 0, 0
 
         def array_bytes():
             with open(self.path("a.npy"), "rb") as f:
@@ -317,9 +327,9 @@ class KillNineTest(Case):
             self.assertEqual(leftovers(self.dir), [])
             self.save("a.npy", a)
 
-        while kills < KILLS:
+        while kills < wanted:
             runs += 1
-            self.assertLess(runs, 20 * KILLS, f"seed {seed}: runs keep finishing before the kill")
+            self.assertLess(runs, 20 * wanted, f"seed {seed}: runs keep finishing before the kill")
             p = subprocess.Popen(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
             time.sleep(rng.uniform(0, length))
             p.send_signal(signal.SIGKILL)
@@ -443,12 +453,12 @@ class FullDiskTest(Case):
     # An output too big for the disk: test_cli_errors.OutputErrorTest.test_output_filesystem_full.
     def test_an_in_place_journal_too_big_for_the_disk_is_refused_before_any_work(self):
         mnt = mount_small_tmpfs(self, self.path("small"))
-        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 2 slots (one per tile) of 256 KiB
+        a = np.arange(64 * 1024, dtype="<f8")  # 512 KiB; the journal wants 2 slots (one per tile) of 256 KiB and a block
         np.save(os.path.join(mnt, "a.npy"), a)
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--threads", "2", "--tile-bytes", "256K")
         self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 540\.67 kB "
-                                   r"\(540672 bytes\), .* free \(--no-journal runs in place without one\)\n$")
+        self.assertRegex(p.stderr, r"^oocrun: small/a\.npy\.ooc-journal: not enough disk space: needs 548\.86 kB "
+                                   r"\(548864 bytes\), .* free \(--no-journal runs in place without one\)\n$")
         p = self.run_ooc("apply", "add-one", "small/a.npy", "--in-place", "--no-journal")  # as it says
         self.assertEqual(p.returncode, 0, p.stderr)
         a += 1

@@ -335,6 +335,29 @@ class CodecReadTest(Hdf5Case):
                 self.check_exact(f"{path}:/{name}", a, "--tile-bytes", "4K", "--threads", "4")
                 self.check_exact(f"{path}:/{name}", a)
 
+    def test_unfiltered_chunks_are_read_from_the_mapped_file_in_any_order(self):
+        # Unfiltered chunks are copied from a mapping of the file (or used in place when a
+        # tile's whole-row chunks lie one after another), whatever order they were written in.
+        a = sample("<f8", (20000, 8), seed=3)
+        b = sample("<i2", (301, 203), seed=4)
+        for userblock in (0, 512):  # with a user block, raw chunk reads instead of the mapping
+            path = self.tmp.file(f"plain{userblock}.h5")
+            with h5py.File(path, "w", userblock_size=userblock) as f:
+                f.create_dataset("rows", data=a, chunks=(1000, 8))
+                d = f.create_dataset("reversed", shape=a.shape, dtype=a.dtype, chunks=(999, 8))
+                for lo in reversed(range(0, a.shape[0], 999)):
+                    d[lo:lo + 999] = a[lo:lo + 999]
+                f.create_dataset("tiles", data=b, chunks=(40, 30))
+                e = f.create_dataset("holes", shape=(5000,), dtype=">u4", chunks=(300,), fillvalue=9)
+                e[1234:2345] = np.arange(1111, dtype="<u4")
+            before = digest(path)
+            for name in ("rows", "reversed", "tiles", "holes"):
+                with h5py.File(path, "r") as f:
+                    x = f[name][()]
+                self.check_exact(f"{path}:/{name}", x)
+                self.check_exact(f"{path}:/{name}", x, "--tile-bytes", "8K", "--threads", "3")
+            self.assertEqual(digest(path), before, "reading changed the file")
+
     def test_a_chunk_stored_without_its_filters_is_read_through_the_library(self):
         path = self.tmp.file("mask.h5")
         a = np.arange(4000, dtype="<i4")

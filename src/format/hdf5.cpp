@@ -421,6 +421,15 @@ class DatasetReader final : public detail::TileReader, public Holder {
   }
 
   bool concurrent() const override { return false; }  // HDF5 runs one call at a time
+
+  // A compressed dataset's tiles are a row of chunks, at least 2 MiB: the kernel then
+  // reads what decoding just wrote from the cache. Warm sums of 256 MiB of int16 in
+  // chunks of 2 MiB, CPU seconds (medians of 3, a loaded 2-core VM), tiles of 16 MiB
+  // against 2 MiB: blosc zstd 0.353 against 0.316, lz4 0.234 against 0.180, gzip 0.410
+  // against 0.380.
+  std::uint64_t tile_bytes_cap() const override {
+    return staged_ && !pipeline_.empty() ? std::max<std::uint64_t>(std::uint64_t{2} << 20, row_bytes_) : 0;
+  }
   bool staged() const override { return staged_; }
 
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
@@ -740,6 +749,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     if (H5Pget_fill_value(dcpl, type, fill_.data()) < 0) return;
     fill_zero_ = std::all_of(fill_.begin(), fill_.end(), [](std::byte b) { return b == std::byte{0}; });
     chunk_ = chunk;
+    row_bytes_ = row_bytes;
     pipeline_ = std::move(pipeline);
     grid_.resize(dims_.size());
     strides_.assign(dims_.size(), 1);
@@ -912,6 +922,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
   std::vector<filters::Filter> pipeline_;
   std::vector<hsize_t> chunk_, grid_, strides_, chunk_strides_;
   std::size_t chunk_elements_ = 1;
+  std::size_t row_bytes_ = 0;  // a row of chunks (along the first axis), decoded
   std::size_t merge_axis_ = 0;  // axes after it are whole in every chunk
   std::vector<std::byte> fill_;
   bool fill_zero_ = true;

@@ -361,6 +361,30 @@ class CodecReadTest(Hdf5Case):
                 self.check_exact(f"{path}:/{name}", x, "--tile-bytes", "8K", "--threads", "3")
             self.assertEqual(digest(path), before, "reading changed the file")
 
+    def test_every_chunk_index_of_the_newer_file_format_is_looked_up(self):
+        # libver="latest" files index chunks as a fixed array, an extensible array, a
+        # version-2 B-tree, a single chunk, or (allocated early, unfiltered) implicitly.
+        path = self.tmp.file("index.h5")
+        a = (np.arange(300 * 40) % 977).astype("<i4").reshape(300, 40)
+        with h5py.File(path, "w", libver="latest") as f:
+            f.create_dataset("fixed", data=a, chunks=(32, 40))
+            f.create_dataset("extensible", data=a, chunks=(32, 40), maxshape=(None, 40))
+            f.create_dataset("btree2", data=a, chunks=(32, 16), maxshape=(None, None))
+            f.create_dataset("single", data=a, chunks=(300, 40))
+            f.create_dataset("fixed_gzip", data=a, chunks=(32, 40), compression="gzip")
+            f.create_dataset("extensible_gzip", data=a, chunks=(33, 7), maxshape=(None, 40), compression="gzip",
+                             shuffle=True)
+            for name, rows in (("implicit", slice(0, 300)), ("implicit_part", slice(100, 200))):
+                dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+                dcpl.set_chunk((32, 40))
+                dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+                h5py.h5d.create(f.id, name.encode(), h5py.h5t.STD_I32LE, h5py.h5s.create_simple(a.shape), dcpl=dcpl)
+                f[name][rows] = a[rows]
+        with h5py.File(path, "r") as f:
+            expected = {name: f[name][()] for name in f}
+        for name, x in expected.items():
+            self.check_exact(f"{path}:/{name}", x, "--tile-bytes", "4K", "--threads", "3")
+
     def test_a_chunk_stored_without_its_filters_is_read_through_the_library(self):
         path = self.tmp.file("mask.h5")
         a = np.arange(4000, dtype="<i4")

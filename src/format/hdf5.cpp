@@ -622,7 +622,9 @@ class DatasetReader final : public detail::TileReader, public Holder {
   // Serial, in tile order: a chunk the tile holds only part of shares its decoding with
   // the other tiles that hold parts of it (the one before, kept in cut_, and the ones
   // after). What cut_ keeps is bounded (kSharedBytes of decoded chunks); past that a cut
-  // chunk is decoded by each tile that needs it, as before.
+  // chunk is decoded by each tile that needs it, into the thread's scratch, as before.
+  // Live shared chunks: those of cut_ and of the tiles in flight, about two rows of
+  // chunks within that bound.
   void share_cut_chunks(std::int64_t begin, std::int64_t end, detail::Fetched& fetched) {
     auto& raw = static_cast<RawChunks&>(fetched);
     static constexpr std::size_t kSharedBytes = std::size_t{64} << 20;
@@ -638,9 +640,13 @@ class DatasetReader final : public detail::TileReader, public Holder {
         last += static_cast<std::int64_t>((std::min(origin[k] + chunk_[k], dims_[k]) - 1) * strides_[k]);
       }
       if (first >= begin && last < end) continue;  // whole in this tile
+      // Shared with the tile before, or kept for the tiles after (within the bound); else
+      // decoded in the thread's scratch, as a chunk the tile holds whole.
       const auto found = cut_.find(c.index);
-      c.shared = found != cut_.end() ? found->second : std::make_shared<Decoded>();
-      if (last >= end && next.size() < keep) next.emplace(c.index, c.shared);  // a later tile holds the rest
+      const bool kept = last >= end && next.size() < keep;  // a later tile holds the rest
+      if (found != cut_.end()) c.shared = found->second;
+      else if (kept) c.shared = std::make_shared<Decoded>();
+      if (kept) next.emplace(c.index, c.shared);
     }
     cut_ = std::move(next);
   }

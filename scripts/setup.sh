@@ -13,8 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev libhdf5-dev
           libfast-float-dev python3-numpy python3-dask python3-h5py python3-pandas clang-14 libclang-rt-14-dev
           libopenmpi-dev openmpi-bin time pybind11-dev python3-pybind11 python3-pytest python3-dev
-          libdeflate-dev zlib1g-dev liblz4-dev libblosc-dev hdf5-filter-plugin
-          hdf5-filter-plugin-blosc-serial hdf5-plugin-lzf python3-hdf5plugin)
+          libdeflate-dev zlib1g-dev liblz4-dev libblosc-dev libzstd-dev hdf5-filter-plugin
+          hdf5-filter-plugin-blosc-serial hdf5-plugin-lzf python3-hdf5plugin python3-lz4)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

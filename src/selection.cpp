@@ -618,8 +618,12 @@ std::string selection_summary(const MappedArray& array) {
 
 std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes) {
   if (array.mapped()) return tile_bytes;
-  const auto* reader = dynamic_cast<const SelectionReader*>(detail::MappedArrayAccess::reader(array));
-  if (reader == nullptr) return tile_bytes;
+  const detail::TileReader* any = detail::MappedArrayAccess::reader(array);
+  const auto* reader = dynamic_cast<const SelectionReader*>(any);
+  if (reader == nullptr) {  // another reader (HDF5) may ask for smaller tiles
+    const std::uint64_t cap = any != nullptr ? any->tile_bytes_cap() : 0;
+    return cap > 0 ? std::min(tile_bytes, cap) : tile_bytes;
+  }
   // Cold or warm, a tile spans --tile-bytes of the source, so memory stays bounded as for
   // a whole-array read (issue 15: cold tiles of selected bytes read x[:, 0] of a 1 GiB
   // file at 1.08 GB resident). Tiles of selected bytes read a cold sparse selection

@@ -66,6 +66,10 @@ class TileReader {
   virtual const std::byte* decode(std::int64_t begin, std::int64_t end, Fetched& /*fetched*/, AlignedBuffer& buffer) {
     return read(begin, end, buffer);
   }
+  /// The largest tile worth reading in bytes, or 0 for no limit: a reader that decodes
+  /// chunks (compressed HDF5) asks for tiles of a few MiB, so that the kernel reads a tile
+  /// while it is still in the cache that decoding it filled.
+  virtual std::uint64_t tile_bytes_cap() const { return 0; }
   /// Called from the prefetch stage a few tiles ahead of read(begin, end): a reader
   /// that reads through a mapping can advise the pages it will touch.
   virtual void will_need(std::int64_t /*begin*/, std::int64_t /*end*/) {}

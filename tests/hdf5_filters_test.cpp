@@ -208,3 +208,65 @@ TEST_CASE("what encode writes, decode reads back, for every pipeline ooc writes"
       CHECK(decode(stored, pipeline, 4, data.size()) == data);
     }
 }
+
+TEST_CASE("bitshuffle: bit b of byte j of element i is bit i % 8 of byte i / 8 of row 8j + b") {
+  // Eight uint16: element 0 is 1 (bit 0 of byte 0), element 7 is 3 (bits 0 and 1 of byte 0).
+  std::vector<std::byte> stored(16, std::byte{0});
+  stored[0] = std::byte{0b10000001};  // row 0 (byte 0, bit 0): elements 0 and 7
+  stored[1] = std::byte{0b10000000};  // row 1 (byte 0, bit 1): element 7
+  const std::vector<f::Filter> pipeline{{f::kBitshuffle, {0, 4, 2, 0, 0}}};
+  f::Scratch scratch;
+  const std::byte* out = f::decode(stored, pipeline, 2, 16, scratch);
+  std::uint16_t values[8];
+  std::memcpy(values, out, 16);
+  CHECK(values[0] == 1);
+  for (int i = 1; i < 7; ++i) CHECK(values[i] == 0);
+  CHECK(values[7] == 3);
+  // The last size % 8 elements are stored as they are: 10 elements, 2 left raw.
+  std::vector<std::byte> more(20, std::byte{0});
+  more[16] = std::byte{0x34};
+  more[19] = std::byte{0x12};
+  out = f::decode(more, pipeline, 2, 20, scratch);
+  std::memcpy(values, out + 16, 4);
+  CHECK(values[0] == 0x34);
+  CHECK(values[1] == 0x1200);
+}
+
+TEST_CASE("bitshuffle with lz4: a header, sized blocks; lies and truncation are FilterErrors") {
+  const std::vector<std::byte> plain = sample(4096 * 4);  // 4096 float32-sized elements
+  // Transposed by the bit rule above, in blocks of 1024 elements, each LZ4-compressed.
+  auto transpose = [](const std::byte* in, std::byte* out, std::size_t n, std::size_t item) {
+    std::memset(out, 0, n * item);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < item; ++j)
+        for (std::size_t b = 0; b < 8; ++b)
+          if ((std::to_integer<unsigned>(in[i * item + j]) >> b) & 1u)
+            out[(8 * j + b) * (n / 8) + i / 8] |= std::byte(1u << (i % 8));
+  };
+  const std::size_t item = 4, block = 1024;
+  std::vector<std::byte> stored(12, std::byte{0});
+  const std::uint64_t total = plain.size();
+  for (int k = 0; k < 8; ++k) stored[k] = std::byte((total >> (8 * (7 - k))) & 0xff);
+  for (int k = 0; k < 4; ++k) stored[8 + k] = std::byte(((block * item) >> (8 * (3 - k))) & 0xff);
+  std::vector<std::byte> t(block * item), c(LZ4_compressBound(static_cast<int>(block * item)));
+  for (std::size_t at = 0; at < plain.size(); at += block * item) {
+    transpose(plain.data() + at, t.data(), block, item);
+    const int n = LZ4_compress_default(reinterpret_cast<const char*>(t.data()), reinterpret_cast<char*>(c.data()),
+                                       static_cast<int>(t.size()), static_cast<int>(c.size()));
+    for (int k = 0; k < 4; ++k) stored.push_back(std::byte((static_cast<unsigned>(n) >> (8 * (3 - k))) & 0xff));
+    stored.insert(stored.end(), c.begin(), c.begin() + n);
+  }
+  const std::vector<f::Filter> pipeline{{f::kBitshuffle, {0, 4, 4, 0, 2}}};
+  f::Scratch scratch;
+  const std::byte* out = f::decode(stored, pipeline, item, plain.size(), scratch);
+  CHECK(std::memcmp(out, plain.data(), plain.size()) == 0);
+  std::vector<std::byte> cut(stored.begin(), stored.begin() + static_cast<std::ptrdiff_t>(stored.size() / 2));
+  CHECK_THROWS_AS(f::decode(cut, pipeline, item, plain.size(), scratch), f::FilterError);
+  std::vector<std::byte> liar = stored;
+  liar[0] = std::byte{0x7f};  // claims far more than a chunk
+  CHECK_THROWS_AS(f::decode(liar, pipeline, item, plain.size(), scratch), f::FilterError);
+  std::vector<std::byte> odd_block = stored;
+  odd_block[11] = std::byte{0x04};  // 4 bytes: one element, not a multiple of 8
+  odd_block[10] = std::byte{0};
+  CHECK_THROWS_AS(f::decode(odd_block, pipeline, item, plain.size(), scratch), f::FilterError);
+}

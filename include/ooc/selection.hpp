@@ -70,7 +70,9 @@ std::string selection_summary(const MappedArray& array);
 /// tile of 16 MiB of `x[::5, [0, 9, 18, 27, 36]]` of an (N, 40) file spans 640 MiB of it,
 /// so a 512 MiB file was one tile, one thread. `tile_bytes` for an array that is not a
 /// selection, and for a selection of a mapped source less than half cached (cold, the
-/// larger tiles read faster: their advice asks the disk for more at once).
+/// larger tiles read faster: their advice asks the disk for more at once). For an array
+/// read through another reader, at most what that reader asks for (a compressed HDF5
+/// dataset: a row of chunks, at least 2 MiB).
 std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes);
 
 namespace detail {

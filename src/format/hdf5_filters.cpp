@@ -4,6 +4,7 @@
 #include <libdeflate.h>
 #include <lz4.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -98,6 +99,116 @@ std::size_t unblosc(std::span<const std::byte> in, std::byte* out, std::size_t c
   const int got = blosc_decompress_ctx(in.data(), out, total, 1);
   if (got <= 0 || static_cast<std::size_t>(got) != total) throw FilterError("corrupt blosc data");
   return total;
+}
+
+// Bitshuffle's transpose of an 8x8 matrix of bits held in a word (byte m, bit b <-> byte
+// b, bit m), as its TRANS_BIT_8X8 on a little-endian machine.
+inline std::uint64_t transpose_bits_8x8(std::uint64_t x) {
+  std::uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
+  x = x ^ t ^ (t << 7);
+  t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
+  x = x ^ t ^ (t << 14);
+  t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
+  return x ^ t ^ (t << 28);
+}
+
+// Undoes bitshuffle's transpose of one block of `n` (a multiple of 8) elements of `item`
+// bytes: `in` holds 8 * item rows of n / 8 bytes, row 8 * j + b the bit b of byte j of
+// every element, element i at bit i % 8 of byte i / 8.
+void bitunshuffle_block(const std::byte* in, std::byte* out, std::size_t n, std::size_t item) {
+  const std::size_t row = n / 8;
+  const auto* src = reinterpret_cast<const std::uint8_t*>(in);
+  auto* dst = reinterpret_cast<std::uint8_t*>(out);
+  for (std::size_t j = 0; j < item; ++j) {
+    const std::uint8_t* rows = src + j * 8 * row;
+    for (std::size_t g = 0; g < row; ++g) {
+      std::uint64_t x = 0;
+      for (std::size_t b = 0; b < 8; ++b) x |= std::uint64_t(rows[b * row + g]) << (8 * b);
+      x = transpose_bits_8x8(x);
+      std::uint8_t* to = dst + 8 * g * item + j;
+      for (std::size_t m = 0; m < 8; ++m) to[m * item] = static_cast<std::uint8_t>(x >> (8 * m));
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t bitshuffle_default_block(std::size_t item) {
+  return std::max<std::size_t>(8192 / item / 8 * 8, 128);
+}
+
+void bitunshuffle(const std::byte* in, std::byte* out, std::size_t elements, std::size_t item, std::size_t block) {
+  if (block == 0) block = bitshuffle_default_block(item);
+  std::size_t done = 0;
+  while (elements - done >= 8) {
+    const std::size_t n = std::min(block, (elements - done) / 8 * 8);
+    bitunshuffle_block(in + done * item, out + done * item, n, item);
+    done += n;
+  }
+  if (elements > done) std::memcpy(out + done * item, in + done * item, (elements - done) * item);
+}
+
+namespace {
+
+// The bitshuffle filter (32008): values [major, minor, item, block, compression, level].
+// Without compression the chunk is the transposed blocks (then the last size % 8
+// elements as they are); with lz4 (2) or zstd (3), an 8-byte big-endian byte count and a
+// 4-byte big-endian block size in bytes, then per block a 4-byte big-endian size and an
+// LZ4 block (zstd frame) of the transposed block, then the last elements as they are.
+std::size_t unbitshuffle(std::span<const std::byte> in, std::byte* out, std::size_t capacity,
+                         const std::vector<unsigned>& values) {
+  if (values.size() < 3 || values[2] == 0) throw FilterError("bitshuffle filter without its element size");
+  const std::size_t item = values[2];
+  std::size_t block = values.size() > 3 ? values[3] : 0;
+  const unsigned compression = values.size() > 4 ? values[4] : 0;
+  if (compression == 0) {
+    if (in.size() > capacity) throw FilterError("bitshuffled data larger than a chunk");
+    if (in.size() % item != 0) throw FilterError("bitshuffled data is not a whole number of elements");
+    if (block % 8 != 0) throw FilterError("bitshuffle block size " + std::to_string(block) + " is not a multiple of 8");
+    bitunshuffle(in.data(), out, in.size() / item, item, block);
+    return in.size();
+  }
+  if (compression != 2 && compression != 3)
+    throw FilterError("bitshuffle compression " + std::to_string(compression) + " is not lz4 (2) or zstd (3)");
+  if (in.size() < 12) throw FilterError("bitshuffle chunk shorter than its header");
+  const std::uint64_t total = be64(in.data());
+  const std::uint32_t block_bytes = be32(in.data() + 8);
+  if (total > capacity) throw FilterError("bitshuffle chunk claims " + std::to_string(total) + " bytes, more than a chunk");
+  if (total % item != 0) throw FilterError("bitshuffle chunk is not a whole number of elements");
+  block = block_bytes / item;
+  if (block_bytes % item != 0 || block == 0 || block % 8 != 0)
+    throw FilterError("bitshuffle chunk has a block size of " + std::to_string(block_bytes) + " bytes");
+  const std::size_t elements = static_cast<std::size_t>(total) / item;
+  thread_local std::vector<std::byte> shuffled;
+  std::size_t at = 12, done = 0;
+  while (elements - done >= 8) {
+    const std::size_t n = std::min(block, (elements - done) / 8 * 8);
+    const std::size_t bytes = n * item;
+    if (in.size() - at < 4) throw FilterError("bitshuffle chunk ends early (truncated chunk)");
+    const std::uint32_t stored = be32(in.data() + at);
+    at += 4;
+    if (stored > in.size() - at) throw FilterError("bitshuffle chunk ends early (truncated chunk)");
+    if (shuffled.size() < bytes) shuffled.resize(bytes);
+    if (compression == 2) {
+      if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+          stored > static_cast<std::uint32_t>(std::numeric_limits<int>::max()))
+        throw FilterError("bitshuffle block too large");
+      const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + at),
+                                          reinterpret_cast<char*>(shuffled.data()), static_cast<int>(stored),
+                                          static_cast<int>(bytes));
+      if (got < 0 || static_cast<std::size_t>(got) != bytes) throw FilterError("corrupt lz4 data in a bitshuffle block");
+    } else {
+      const std::size_t got = ZSTD_decompress(shuffled.data(), bytes, in.data() + at, stored);
+      if (ZSTD_isError(got) || got != bytes) throw FilterError("corrupt zstd data in a bitshuffle block");
+    }
+    bitunshuffle_block(shuffled.data(), out + done * item, n, item);
+    at += stored;
+    done += n;
+  }
+  const std::size_t rest = (elements - done) * item;
+  if (in.size() - at < rest) throw FilterError("bitshuffle chunk ends early (truncated chunk)");
+  if (rest > 0) std::memcpy(out + done * item, in.data() + at, rest);
+  return static_cast<std::size_t>(total);
 }
 
 template <std::size_t K>
@@ -212,7 +323,8 @@ void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipe
 int blosc_codec_number(const char* name) { return blosc_compname_to_compcode(name); }
 
 bool decodable(unsigned id) {
-  return id == kDeflate || id == kShuffle || id == kFletcher32 || id == kLzf || id == kBlosc || id == kLz4;
+  return id == kDeflate || id == kShuffle || id == kFletcher32 || id == kLzf || id == kBlosc || id == kLz4 ||
+         id == kBitshuffle;
 }
 
 const char* name_of(unsigned id) {
@@ -223,6 +335,7 @@ const char* name_of(unsigned id) {
     case kLzf: return "lzf";
     case kBlosc: return "blosc";
     case kLz4: return "lz4";
+    case kBitshuffle: return "bitshuffle";
     default: return "";
   }
 }
@@ -362,6 +475,7 @@ const std::byte* decode(std::span<const std::byte> stored, const std::vector<Fil
       case kLz4: size = unlz4(current, out, capacity); break;
       case kBlosc: size = unblosc(current, out, capacity); break;
       case kLzf: size = lzf_decompress(current, out, capacity); break;
+      case kBitshuffle: size = unbitshuffle(current, out, capacity, f.values); break;
       case kShuffle: {
         if (current.size() > capacity) throw FilterError("shuffled data larger than a chunk");
         const std::size_t k = !f.values.empty() && f.values[0] > 0 ? f.values[0] : item;
@@ -375,9 +489,12 @@ const std::byte* decode(std::span<const std::byte> stored, const std::vector<Fil
     holder = next_holder;
     in_direct = out == direct;
   }
-  if (current.size() != chunk_bytes)
-    throw FilterError("decodes to " + std::to_string(current.size()) + " bytes, not the chunk's " +
-                      std::to_string(chunk_bytes));
+  if (current.size() != chunk_bytes) {
+    // Named by the filter that gave the elements (bitshuffle alone cannot tell a short chunk).
+    const char* by = first < pipeline.size() ? name_of(pipeline[first].id) : "";
+    throw FilterError(std::string(by[0] ? by : "the chunk") + " data decodes to " + std::to_string(current.size()) +
+                      " bytes, not the chunk's " + std::to_string(chunk_bytes) + " (truncated or corrupt chunk)");
+  }
   if (direct == nullptr) {
     if (holder != 0) return current.data();
     // No filter wrote anything (fletcher32 alone): the stored bytes are the elements.

@@ -2,7 +2,8 @@
 // The HDF5 filters ooc decodes itself, without the HDF5 library: a chunk read raw
 // (H5Dread_chunk) in the serial stage is decoded here, on any thread, at once on several.
 // Filter numbers are HDF5's and the plugins' that h5py and hdf5plugin write: deflate (1),
-// shuffle (2), fletcher32 (3), lzf (32000), blosc (32001), lz4 (32004). Nothing here
+// shuffle (2), fletcher32 (3), lzf (32000), blosc (32001), lz4 (32004), bitshuffle (32008,
+// alone or with its lz4 or zstd; decoded only: no Debian plugin writes it). Nothing here
 // calls HDF5; every function is safe on any input (a corrupt chunk is a FilterError).
 
 #include <cstddef>
@@ -13,7 +14,8 @@
 
 namespace ooc::hdf5::filters {
 
-constexpr unsigned kDeflate = 1, kShuffle = 2, kFletcher32 = 3, kLzf = 32000, kBlosc = 32001, kLz4 = 32004;
+constexpr unsigned kDeflate = 1, kShuffle = 2, kFletcher32 = 3, kLzf = 32000, kBlosc = 32001, kLz4 = 32004,
+                   kBitshuffle = 32008;
 
 /// One filter of a dataset's pipeline, with its client data (cd_values).
 struct Filter {
@@ -29,7 +31,7 @@ class FilterError : public std::runtime_error {
 
 /// True if ooc decodes filter `id` itself.
 bool decodable(unsigned id);
-/// "deflate", "shuffle", "fletcher32", "lzf", "blosc", "lz4", or "" for another filter.
+/// "deflate", "shuffle", "fletcher32", "lzf", "blosc", "lz4", "bitshuffle", or "" for another filter.
 const char* name_of(unsigned id);
 
 /// Buffers one thread reuses from chunk to chunk: memory stays at about two chunks per
@@ -63,6 +65,12 @@ int blosc_codec_number(const char* name);
 std::uint32_t fletcher32(const std::byte* data, std::size_t size);
 /// Undoes HDF5's byte shuffle of `size` bytes of `item`-byte elements.
 void unshuffle(const std::byte* in, std::byte* out, std::size_t size, std::size_t item);
+/// Undoes bitshuffle's bit transpose of `elements` elements of `item` bytes, in blocks of
+/// `block` elements (a multiple of 8; 0: bitshuffle's default for the item size); the
+/// last elements % 8 are copied as they are.
+void bitunshuffle(const std::byte* in, std::byte* out, std::size_t elements, std::size_t item, std::size_t block);
+/// Bitshuffle's default block: 8 KiB of elements, a multiple of 8, at least 128.
+std::size_t bitshuffle_default_block(std::size_t item);
 /// LZF decompression (liblzf's format); returns the size, or throws if it does not fit.
 std::size_t lzf_decompress(std::span<const std::byte> in, std::byte* out, std::size_t capacity);
 

@@ -25,6 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       {{f::kBlosc, {}}, {f::kFletcher32, {}}},
       {{f::kLzf, {}}},
       {{f::kShuffle, {}}, {f::kLzf, {}}, {f::kFletcher32, {}}},
+      {{f::kBitshuffle, {0, 0, 4, 0, 0}}},
+      {{f::kBitshuffle, {0, 0, 2, 64, 0}}},
+      {{f::kBitshuffle, {0, 0, 4, 0, 2}}},
+      {{f::kBitshuffle, {0, 0, 8, 0, 3}}},
+      {{f::kBitshuffle, {0, 0, 1, 0, 2}}, {f::kFletcher32, {}}},
   };
   const auto& pipeline = pipelines[data[0] % pipelines.size()];
   const std::size_t item = std::size_t{1} << (data[2] % 4);

@@ -74,7 +74,7 @@ TextCommands::TextCommands(CLI::App& app, std::string& input, std::string& outpu
   m.import->add_option("--delimiter", m.delimiter, "field separator: one character, '\\t', or 'whitespace' (default ,)");
   m.import->add_option("--skip-rows", m.skip_rows, "skip this many lines first, whatever they hold")
       ->check(CLI::NonNegativeNumber);
-  m.import->add_option("--comments", m.comments, "comment character ('' for none; default #)");
+  m.import->add_option("--comments", m.comments, "comment string: the rest of a line from it is dropped, e.g. # or // ('' for none; default #)");
   m.import->add_option("--columns", m.columns, "keep these columns only, e.g. 0,3,5 (negative: from the end)");
   m.import->add_flag("--header", m.header, "the first line (after --skip-rows) names the columns: skip it");
   m.missing_option = m.import->add_option("--missing", m.missing, "what an empty field stands for, e.g. nan or 0");
@@ -112,8 +112,9 @@ int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet)
       throw UsageError("", std::string("--dtype: ") + e.what());
     }
     text.delimiter = delimiter_of(m.delimiter, true);
-    if (m.comments.size() > 1) throw UsageError("", "--comments: one character, or '' for none");
-    text.comment = m.comments.empty() ? 0 : m.comments[0];
+    if (m.comments.find_first_of("\r\n") != std::string::npos)
+      throw UsageError("", "--comments: a line end cannot start a comment");
+    text.comment = m.comments;
     text.skip_rows = m.skip_rows;
     text.header = m.header;
     if (!m.columns.empty()) text.columns = columns_of(m.columns);

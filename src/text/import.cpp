@@ -233,7 +233,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   if (dtype.kind() == Kind::boolean) throw UsageError(text_path, "import reads numbers: --dtype bool is not supported");
   if (opt.ndmin < 0 || opt.ndmin > 2) throw UsageError(text_path, "ndmin must be 0, 1 or 2");
   if (opt.skip_rows < 0) throw UsageError(text_path, "--skip-rows must not be negative");
-  if (opt.delimiter == '\n' || opt.delimiter == '\r' || (opt.delimiter != 0 && opt.delimiter == opt.comment))
+  if (opt.delimiter == '\n' || opt.delimiter == '\r' || (opt.delimiter != 0 && opt.comment.size() == 1 && opt.delimiter == opt.comment[0]))
     throw UsageError(text_path, "the delimiter cannot be a line end or the comment character");
   {
     std::error_code ec;

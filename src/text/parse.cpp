@@ -93,9 +93,18 @@ bool equals_lower(std::string_view s, std::string_view lower) {
 std::string_view line_content(std::string_view line, const Dialect& dialect) {
   if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  if (dialect.comment != 0) {
-    const void* c = std::memchr(line.data(), dialect.comment, line.size());
-    if (c != nullptr) line = line.substr(0, static_cast<std::size_t>(static_cast<const char*>(c) - line.data()));
+  if (!dialect.comment.empty()) {
+    // The first occurrence of the comment string (np.loadtxt: line.split(comment, 1)[0]).
+    for (std::size_t from = 0; from < line.size();) {
+      const void* c = std::memchr(line.data() + from, dialect.comment[0], line.size() - from);
+      if (c == nullptr) break;
+      const auto i = static_cast<std::size_t>(static_cast<const char*>(c) - line.data());
+      if (line.substr(i).starts_with(dialect.comment)) {
+        line = line.substr(0, i);
+        break;
+      }
+      from = i + 1;
+    }
   }
   return line;
 }

@@ -326,6 +326,20 @@ class TextTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         np.testing.assert_array_equal(np.load(out), [[1, 2], [3, 4]])
 
+    def test_multicharacter_comments(self):
+        text = "// head\n1,2 // x\n3,4/5\n6,7//\n/8,9\n// only\n10,11\n"
+        cases = [("//", text.replace("4/5", "4.5").replace("/8", "8")), ("--", "1,2 -- c\n-3,-4--\n--\n5,-6\n"),
+                 ("#!", "#!a\n1,2#!b\n3,4 #! c\n"), ("ab", "1,2ab\nab\n3,4\n")]
+        for comments, data in cases:
+            for end in ("\n", "\r\n"):
+                src = self.write("c.csv", data.replace("\n", end) * 500)
+                out = self.path("c.npy")
+                run("import", src, "-o", out, "--comments", comments, "--tile-bytes", "64K", "--quiet")
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(), saved(loadtxt(src, delimiter=",", comments=comments)), comments)
+        src = self.write("c.csv", "1,2 //x\n3,4\n")
+        self.assert_fails(src, "--comments", "#", where="c.csv:1:3: could not convert")
+
     # -- bad input --------------------------------------------------------------------
 
     def test_bad_input(self):

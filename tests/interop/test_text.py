@@ -375,6 +375,12 @@ class TextTest(unittest.TestCase):
         src = self.write("c.csv", "1,2 //x\n3,4\n")
         self.assert_fails(src, "--comments", "#", where="c.csv:1:3: could not convert")
 
+    def test_negative_skip_rows_is_a_usage_error(self):
+        src = self.write("s.csv", "1,2\n")
+        line = self.assert_fails(src, "--skip-rows", "-1", code=2)
+        self.assertIn("--skip-rows -1", line)
+        self.assertNotIn("range", line)
+
     # -- bad input --------------------------------------------------------------------
 
     def test_bad_input(self):

@@ -558,6 +558,29 @@ class TextTest(unittest.TestCase):
             with open(out, "rb") as f:
                 self.assertEqual(f.read(), buf.getvalue(), (fmt, delim))
 
+    def test_export_fortran_order_as_savetxt(self):
+        rng = np.random.default_rng(8)
+        arrays = [np.asfortranarray(hard_values(rng, 6000).reshape(-1, 6)),
+                  np.asfortranarray(hard_values(rng, 6000).reshape(-1, 6).astype(">f8")),
+                  np.asfortranarray(rng.integers(-10**9, 10**9, (777, 5))),
+                  np.asfortranarray(hard_values(rng, 40000).reshape(4, -1))]
+        for i, a in enumerate(arrays):
+            self.assertTrue(a.flags.f_contiguous and not a.flags.c_contiguous)
+            src = self.path("f%d.npy" % i)
+            np.save(src, a)
+            with open(src, "rb") as f:
+                self.assertIn(b"'fortran_order': True", f.read(128))
+            out = self.path("f.csv")
+            fmt = "%d" if a.dtype.kind == "i" else "%.18e"
+            run("export", src, "-o", out, "--fmt", fmt, "--tile-bytes", "64K", "--quiet")
+            buf = io.BytesIO()
+            np.savetxt(buf, a, fmt=fmt, delimiter=",")
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), buf.getvalue(), i)
+            run("export", src, "-o", out, "--tile-bytes", "64K", "--quiet")  # shortest: the bits back
+            back = loadtxt(out, delimiter=",", dtype=a.dtype.newbyteorder("="))
+            self.assertTrue(np.array_equal(back, a), i)
+
     def test_export_format_text_around_the_conversion(self):
         a = np.array([[1.5, -np.nan], [np.inf, 1e-7]])
         src = self.path("t.npy")

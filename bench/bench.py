@@ -318,6 +318,15 @@ class Bench:
         self.notes.append(f"import row: {size / 1e6:.0f} MB CSV of ({rows}, 8) float64; equal bits in all three: "
                           f"{same}; ooc/pandas {row['ooc'] / row['pandas']:.2f}x; peak RSS " + ", ".join(
                               f"{label} {row[label + '_peak'] / 2**20:.0f} MiB" for label in outs))
+        if not self.args.smoke:
+            # Cold: the CSV read from disk (caches dropped before each run), against an O_DIRECT
+            # read of the same file taking turns with it; ooc/limit says which side bounds it.
+            row = self.measure("import a CSV (np.savetxt %.17g) to .npy, cold", size,
+                               {"ooc": self.ooc("import", csv, "-o", outs["ooc"]), "limit": self.read_probe(csv)},
+                               cold=True)
+            self.notes.append(f"cold import row: ooc {row['ooc']:.3f} GB/s of CSV against the O_DIRECT read "
+                              f"probe's {row['limit']:.3f} GB/s ({100 * row['ooc'] / row['limit']:.0f}%), on "
+                              f"{os.cpu_count()} cores")
         text_out = os.path.join(self.dir, "text-out.csv")
         row = self.measure("export (N, 8) float64 to CSV, shortest round trip", size,
                            {"ooc": self.ooc("export", matrix, "-o", text_out),

@@ -500,7 +500,9 @@ py::dict import_text(const std::string& text_path, const std::string& out, const
   text.dtype = ooc::DType::from_numpy(dtype);
   text.delimiter = one_character(delimiter, "delimiter");
   if (delimiter && delimiter->empty()) throw ooc::UsageError("", "delimiter: one character, or None for whitespace");
-  text.comment = one_character(comments, "comments");
+  text.comment = comments ? *comments : std::string();
+  if (text.comment.find_first_of("\r\n") != std::string::npos)
+    throw ooc::UsageError("", "comments: a line end cannot start a comment");
   if (skip_rows < 0) throw ooc::UsageError("", "skiprows must be 0 or more");
   text.skip_rows = skip_rows;
   text.header = header;

@@ -2,6 +2,7 @@
 
 #include "mapped_array_access.hpp"
 #include "os/direct_io.hpp"
+#include "stream_pipeline.hpp"
 #include "tile_reader.hpp"
 
 #include <oneapi/tbb/global_control.h>
@@ -262,68 +263,88 @@ void run_in_arena(int threads, const std::function<void()>& fn) {
   arena.execute(fn);
 }
 
-void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineOptions& options,
-                         const std::function<std::shared_ptr<void>(const Tile&)>& kernel,
-                         const std::function<void(const Tile&, void* result)>& commit) {
-  if (plan.size() <= options.first_tile) return;
+void run_ordered(const PipelineOptions& options, const std::function<bool(std::size_t seq)>& source,
+                 const std::function<void(std::size_t seq)>& kernel,
+                 const std::function<void(std::size_t seq)>& commit) {
   const int threads = resolve_threads(options.threads);
   const std::size_t tokens = tokens_in_flight(options);
-  // Only positions in the plan travel between the stages (TBB allocates larger tokens on
-  // the heap and drops them, unfreed, when a run is cancelled). A kernel's result waits
-  // in the slot of its position: position p + tokens starts only after p has left the
-  // commit stage. A tile's `index` is its number in the whole array's plan, which a
-  // part of it (an MPI rank's) does not start at 0.
-  std::vector<std::shared_ptr<void>> results(tokens);
-  Progress progress;
-  progress.tiles = plan.size();
-  progress.elements = plan.elements();
-  progress.tiles_done = options.first_tile;
-  progress.elements_done = progress.elements_before = plan[options.first_tile].begin - plan.begin();
-  std::size_t next = options.first_tile;  // position of the next tile to hand out
-  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
-  auto throw_cancelled = [&] {
-    throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
-                            std::to_string(plan.size()) + " tiles");
-  };
-
+  // Only sequence numbers travel between the stages (TBB allocates larger tokens on the
+  // heap and drops them, unfreed, when a run is cancelled); the callers keep an item's
+  // state in slot seq % tokens: item seq + tokens starts only after item seq has left the
+  // commit stage.
+  std::size_t next = 0;
+  bool done = false;
   run_in_arena(threads, [&] {
     namespace tbb = oneapi::tbb;
     tbb::parallel_pipeline(
         tokens,
         tbb::make_filter<void, std::size_t>(tbb::filter_mode::serial_in_order,
                                             [&](tbb::flow_control& control) -> std::size_t {
-                                              if (next == plan.size() || cancelled()) {
+                                              if (done || (options.cancel != nullptr && options.cancel->load()) ||
+                                                  !source(next)) {
+                                                done = true;
                                                 control.stop();
                                                 return 0;
                                               }
-                                              streams.prefetch(next);
                                               return next++;
                                             }) &
-            tbb::make_filter<std::size_t, std::size_t>(
-                tbb::filter_mode::parallel,
-                [&](std::size_t position) {
-                  const Tile tile = plan[position];
-                  streams.acquire(tile);
-                  if (options.journal != nullptr) options.journal->before_write(tile);
-                  results[position % tokens] = kernel(tile);
-                  streams.produced(tile);
-                  return position;
-                }) &
-            tbb::make_filter<std::size_t, void>(
-                tbb::filter_mode::serial_in_order, [&](std::size_t position) {
-                  const Tile tile = plan[position];
-                  std::shared_ptr<void>& result = results[position % tokens];
-                  if (cancelled()) throw_cancelled();
-                  streams.check_intact();
-                  commit(tile, result.get());
-                  result.reset();
-                  streams.release(position);
-                  if (options.journal != nullptr) options.journal->after_commit(tile);
-                  ++progress.tiles_done;
-                  progress.elements_done = tile.end - plan.begin();
-                  if (options.on_progress) options.on_progress(progress);
-                }));
+            tbb::make_filter<std::size_t, std::size_t>(tbb::filter_mode::parallel,
+                                                       [&](std::size_t seq) {
+                                                         kernel(seq);
+                                                         return seq;
+                                                       }) &
+            tbb::make_filter<std::size_t, void>(tbb::filter_mode::serial_in_order,
+                                                [&](std::size_t seq) { commit(seq); }));
   });
+}
+
+void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineOptions& options,
+                         const std::function<std::shared_ptr<void>(const Tile&)>& kernel,
+                         const std::function<void(const Tile&, void* result)>& commit) {
+  if (plan.size() <= options.first_tile) return;
+  const std::size_t tokens = tokens_in_flight(options);
+  // Item seq is the tile at position first_tile + seq of the plan. A tile's `index` is its
+  // number in the whole array's plan, which a part of it (an MPI rank's) does not start at 0.
+  const std::size_t first = options.first_tile;
+  std::vector<std::shared_ptr<void>> results(tokens);
+  Progress progress;
+  progress.tiles = plan.size();
+  progress.elements = plan.elements();
+  progress.tiles_done = first;
+  progress.elements_done = progress.elements_before = plan[first].begin - plan.begin();
+  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
+  auto throw_cancelled = [&] {
+    throw Cancelled("", "cancelled after " + std::to_string(progress.tiles_done) + " of " +
+                            std::to_string(plan.size()) + " tiles");
+  };
+  run_ordered(
+      options,
+      [&](std::size_t seq) {
+        if (first + seq == plan.size()) return false;
+        streams.prefetch(first + seq);
+        return true;
+      },
+      [&](std::size_t seq) {
+        const Tile tile = plan[first + seq];
+        streams.acquire(tile);
+        if (options.journal != nullptr) options.journal->before_write(tile);
+        results[seq % tokens] = kernel(tile);
+        streams.produced(tile);
+      },
+      [&](std::size_t seq) {
+        const std::size_t position = first + seq;
+        const Tile tile = plan[position];
+        std::shared_ptr<void>& result = results[seq % tokens];
+        if (cancelled()) throw_cancelled();
+        streams.check_intact();
+        commit(tile, result.get());
+        result.reset();
+        streams.release(position);
+        if (options.journal != nullptr) options.journal->after_commit(tile);
+        ++progress.tiles_done;
+        progress.elements_done = tile.end - plan.begin();
+        if (options.on_progress) options.on_progress(progress);
+      });
   if (cancelled() && progress.tiles_done < plan.size()) throw_cancelled();
   streams.finish();
 }

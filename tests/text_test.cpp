@@ -119,7 +119,7 @@ TEST_CASE("lines: CRLF, comments, blank lines, a last line without its newline")
 }
 
 TEST_CASE("the whitespace delimiter takes runs of spaces and tabs, and skips blank lines") {
-  const ChunkResult r = parse("  1 \t 2  3\n   \n4\t5 6\t\n", 3, Dialect{0, '#'});
+  const ChunkResult r = parse("  1 \t 2  3\n   \n4\t5 6\t\n", 3, Dialect{0, "#"});
   REQUIRE(!r.error);
   CHECK(r.rows == 2);
   CHECK(doubles(r) == std::vector<double>{1, 2, 3, 4, 5, 6});

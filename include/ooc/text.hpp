@@ -18,7 +18,9 @@ namespace ooc {
 struct TextImportOptions {
   DType dtype = dtype_of<double>;  ///< integers are parsed as integers, overflow is an error
   char delimiter = ',';            ///< 0: runs of whitespace (np.loadtxt's default)
-  char comment = '#';              ///< 0: none
+  /// Comments: the rest of a line from the first occurrence of this string is dropped
+  /// (np.loadtxt's comments=, one character or several, as "//"); empty: none.
+  std::string comment = "#";
   std::int64_t skip_rows = 0;      ///< lines skipped first, whatever they hold (skiprows)
   bool header = false;             ///< then one more non-blank line skipped (column names)
   std::vector<int> columns;        ///< usecols; negative from the end; empty: all

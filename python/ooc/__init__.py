@@ -351,7 +351,8 @@ def import_text(text, out, *, dtype="f8", delimiter=",", comments="#", skiprows=
     """oocrun import: the text file `text` (a CSV; delimiter=None for runs of whitespace, as
     np.loadtxt's default) into the new array `out` (x.npy or file.h5:/dataset), with
     np.loadtxt's values, dtype and shape; returns an ooc.Array over it once committed.
-    skiprows, usecols and ndmin are np.loadtxt's; header=True skips one more line (column
+    skiprows, usecols, ndmin and comments (one character or several, "//"; None or ""
+    for none) are np.loadtxt's; header=True skips one more line (column
     names); missing= is what an empty field stands for ("nan", "0"). Bad text (a field
     that does not parse, a row of another width) is an ooc.Error naming FILE:LINE:COLUMN,
     as oocrun's exit 1, and nothing is left behind; bad arguments are ValueErrors."""

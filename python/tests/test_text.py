@@ -39,6 +39,13 @@ def test_import_takes_np_loadtxts_keywords(tmp_path):
     assert np.load(one).shape == np.loadtxt(src, skiprows=2, usecols=1, ndmin=2).shape
 
 
+def test_import_takes_several_character_comments_as_np_loadtxt(tmp_path):
+    src = write(tmp_path / "c.csv", "// head\n1,2 // x\n3,4\n//\n5,6//7\n")
+    out = str(tmp_path / "c.npy")
+    ooc.import_text(src, out, comments="//")
+    assert np.load(out).tobytes() == np.loadtxt(src, delimiter=",", comments="//").tobytes()
+
+
 def test_bad_text_is_an_ooc_error_naming_line_and_column_and_leaves_nothing(tmp_path):
     src = write(tmp_path / "bad.csv", "1,2\n3,abc\n")
     with pytest.raises(ooc.Error, match=r"bad\.csv:2:3"):  # bad file contents: a runtime error, as oocrun's exit 1

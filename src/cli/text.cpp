@@ -72,9 +72,10 @@ TextCommands::TextCommands(CLI::App& app, std::string& input, std::string& outpu
   m.import->add_option("-o,--output", output, "path.npy or file.h5:/dataset")->required();
   m.import->add_option("--dtype", m.dtype, "element type (f8 f4 f2 i1 i2 i4 i8 u1 u2 u4 u8; default f8)");
   m.import->add_option("--delimiter", m.delimiter, "field separator: one character, '\\t', or 'whitespace' (default ,)");
-  m.import->add_option("--skip-rows", m.skip_rows, "skip this many lines first, whatever they hold")
-      ->check(CLI::NonNegativeNumber);
-  m.import->add_option("--comments", m.comments, "comment character ('' for none; default #)");
+  // Checked in run(), in ooc's words (CLI11's NonNegativeNumber said "Value -1 not in range
+  // [0 - 1.79769e+308]").
+  m.import->add_option("--skip-rows", m.skip_rows, "skip this many lines first, whatever they hold");
+  m.import->add_option("--comments", m.comments, "comment string: the rest of a line from it is dropped, e.g. # or // ('' for none; default #)");
   m.import->add_option("--columns", m.columns, "keep these columns only, e.g. 0,3,5 (negative: from the end)");
   m.import->add_flag("--header", m.header, "the first line (after --skip-rows) names the columns: skip it");
   m.missing_option = m.import->add_option("--missing", m.missing, "what an empty field stands for, e.g. nan or 0");
@@ -112,8 +113,11 @@ int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet)
       throw UsageError("", std::string("--dtype: ") + e.what());
     }
     text.delimiter = delimiter_of(m.delimiter, true);
-    if (m.comments.size() > 1) throw UsageError("", "--comments: one character, or '' for none");
-    text.comment = m.comments.empty() ? 0 : m.comments[0];
+    if (m.comments.find_first_of("\r\n") != std::string::npos)
+      throw UsageError("", "--comments: a line end cannot start a comment");
+    text.comment = m.comments;
+    if (m.skip_rows < 0)
+      throw UsageError("", "--skip-rows " + std::to_string(m.skip_rows) + ": a count of lines, 0 or more");
     text.skip_rows = m.skip_rows;
     text.header = m.header;
     if (!m.columns.empty()) text.columns = columns_of(m.columns);

@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -176,9 +177,11 @@ void export_text(const std::string& array_path, const std::string& text_path, co
   if (a.ndim() > 2)
     throw UsageError(array_path, "has " + std::to_string(a.ndim()) + " dimensions; text holds 1-d and 2-d arrays "
                                  "(as np.savetxt: 'Expected 1D or 2D array')");
-  if (a.ndim() == 2 && a.order() == Order::fortran && a.shape()[0] > 1 && a.shape()[1] > 1)
-    throw UsageError(array_path, "is in Fortran order; text is written row by row from a C-order array (write one "
-                                 "with apply cast:" + a.dtype().name() + " after transposing, or with numpy)");
+  // A 2-d Fortran-order array is written as np.savetxt writes it: rows of the logical
+  // array. Its memory order is column by column, so each tile (a run of elements in C
+  // order) gathers its values from the mapping, one from each column in turn.
+  const bool gather = a.ndim() == 2 && a.order() == Order::fortran && a.shape()[0] > 1 && a.shape()[1] > 1;
+  if (gather && !a.mapped()) throw UsageError(array_path, "a Fortran-order array that is not mapped");
   const std::int64_t width = a.ndim() == 2 ? a.shape()[1] : 1;
   const char delimiter = opt.delimiter == 0 ? ' ' : opt.delimiter;
 
@@ -196,13 +199,16 @@ void export_text(const std::string& array_path, const std::string& text_path, co
   const DType native = a.dtype().native();
   // Tiles of an eighth of --tile-bytes: a tile's text is up to ~3x its float64 values
   // (24 characters of 8 bytes), and threads x 2 tiles are in flight.
-  const TilePlan plan = TilePlan::for_array(a, std::max<std::uint64_t>(64 << 10, options.tile_bytes / 8));
+  const std::uint64_t tile_bytes = std::max<std::uint64_t>(64 << 10, options.tile_bytes / 8);
+  const TilePlan plan =
+      gather ? TilePlan::contiguous(a.size(), a.dtype().itemsize(), tile_bytes) : TilePlan::for_array(a, tile_bytes);
   detail::Streams streams(plan, options);
-  streams.add_input(a);
+  if (!gather) streams.add_input(a);
   // Buffers reused from tile to tile (a fresh one per tile cost a page fault per 4 KiB).
   struct Buffers {
     std::string text;
     std::vector<std::byte> values;
+    std::vector<std::byte> gathered;  // a Fortran-order tile's values in C order
   };
   std::mutex pool_mutex;
   std::vector<std::unique_ptr<Buffers>> pool;
@@ -220,7 +226,25 @@ void export_text(const std::string& array_path, const std::string& text_path, co
   auto format_tile = [&](const Tile& tile) {
     std::unique_ptr<Buffers> b = take();
     const std::int64_t n = tile.end - tile.begin;
-    const std::byte* in = streams.input(a, tile);
+    const std::byte* in = nullptr;
+    if (gather) {
+      const auto itemsize = static_cast<std::size_t>(a.dtype().itemsize());
+      const std::int64_t rows = a.shape()[0];
+      const std::byte* base = a.bytes().data();
+      b->gathered.resize(static_cast<std::size_t>(n) * itemsize);
+      std::int64_t r = tile.begin / width, c = tile.begin % width;
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::memcpy(b->gathered.data() + static_cast<std::size_t>(i) * itemsize,
+                    base + static_cast<std::size_t>(c * rows + r) * itemsize, itemsize);
+        if (++c == width) {
+          c = 0;
+          ++r;
+        }
+      }
+      in = b->gathered.data();
+    } else {
+      in = streams.input(a, tile);
+    }
     const std::byte* native_values = in;
     if (!a.dtype().is_native() || reinterpret_cast<std::uintptr_t>(in) % static_cast<std::uintptr_t>(native.itemsize()) != 0) {
       b->values.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(native.itemsize()));

@@ -93,9 +93,18 @@ bool equals_lower(std::string_view s, std::string_view lower) {
 std::string_view line_content(std::string_view line, const Dialect& dialect) {
   if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  if (dialect.comment != 0) {
-    const void* c = std::memchr(line.data(), dialect.comment, line.size());
-    if (c != nullptr) line = line.substr(0, static_cast<std::size_t>(static_cast<const char*>(c) - line.data()));
+  if (!dialect.comment.empty()) {
+    // The first occurrence of the comment string (np.loadtxt: line.split(comment, 1)[0]).
+    for (std::size_t from = 0; from < line.size();) {
+      const void* c = std::memchr(line.data() + from, dialect.comment[0], line.size() - from);
+      if (c == nullptr) break;
+      const auto i = static_cast<std::size_t>(static_cast<const char*>(c) - line.data());
+      if (line.substr(i).starts_with(dialect.comment)) {
+        line = line.substr(0, i);
+        break;
+      }
+      from = i + 1;
+    }
   }
   return line;
 }
@@ -250,6 +259,14 @@ const char* number_then_delimiter(const char* p, const char* end, char delimiter
 template <class T> class ValueSink {
  public:
   explicit ValueSink(std::vector<std::byte>& buf) : buf_(buf) { buf_.resize(buf_.capacity()); }
+  // Room for n more values at the end: where they go (written, then kept by advance(n)).
+  T* reserve(std::size_t n) {
+    const std::size_t at = n_ * sizeof(T);
+    if (at + n * sizeof(T) > buf_.size())
+      buf_.resize(std::max<std::size_t>(2 * buf_.size(), at + n * sizeof(T) + (64 << 10)));
+    return reinterpret_cast<T*>(buf_.data() + at);
+  }
+  void advance(std::size_t n) { n_ += n; }
   void push(const T& v) {
     const std::size_t at = n_ * sizeof(T);
     if (at + sizeof(T) > buf_.size()) buf_.resize(std::max<std::size_t>(2 * buf_.size(), at + (64 << 10)));
@@ -289,9 +306,57 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
   // np.loadtxt reads a file with Python's universal newlines: a lone '\r' (old Mac line
   // ends) ends a line as '\n' and "\r\n" do. Chunks end after a '\n' or at the end of
   // the input, so a '\r' last in a chunk is not half of a "\r\n". Looked for per line
-  // only in a chunk that has one.
-  const bool has_cr = !chunk.empty() && std::memchr(chunk.data(), '\r', chunk.size()) != nullptr;
+  // only in a chunk that has one (found out when the first line takes the plain path).
+  int has_cr = -1;
+  // The fast path (float dtypes, all columns, a delimiter no number holds): a line is
+  // parsed in one pass from its start, numbers and delimiters in turn, the values
+  // written straight to the result, without finding the line's end or its comment
+  // first. Any byte it does not expect (a comment, whitespace other than ' ', a lone
+  // '\r', an empty or bad field, a field too many or too few) sends the line to the
+  // plain path below, which parses it from the start again and says what is wrong.
+  // A comment character that a number or the spaces around it could hold ('e', '.',
+  // ' ') would be read as part of the number: no fast path then.
+  const bool fast = std::is_same_v<T, double> && fused && all && layout.fields > 0 &&
+                    (dialect.comment.empty() || (number_free(dialect.comment[0]) && dialect.comment[0] != ' '));
+  const bool skip_blanks = dialect.delimiter != ' ';
+  const char* const chunk_end = chunk.data() + chunk.size();
+  const auto row_width = static_cast<std::size_t>(layout.fields);
   while (pos < chunk.size()) {
+    if constexpr (std::is_same_v<T, double>) {
+      if (fast) {
+        double* out = values.reserve(row_width);
+        const char* q = chunk.data() + pos;
+        std::size_t k = 0;
+        for (; k < row_width; ++k) {
+          if (skip_blanks)
+            while (q < chunk_end && *q == ' ') ++q;
+          const char* r = signed_number(q, chunk_end, out[k]);
+          if (r == nullptr) break;
+          if (skip_blanks)
+            while (r < chunk_end && *r == ' ') ++r;
+          if (k + 1 < row_width) {
+            if (r == chunk_end || *r != dialect.delimiter) break;
+            q = r + 1;
+          } else if (r == chunk_end) {
+            q = r;
+          } else if (*r == '\n') {
+            q = r + 1;
+          } else if (*r == '\r' && r + 1 < chunk_end && r[1] == '\n') {
+            q = r + 2;
+          } else {
+            break;
+          }
+        }
+        if (k == row_width) {
+          values.advance(row_width);
+          pos = static_cast<std::size_t>(q - chunk.data());
+          ++result.rows;
+          ++result.lines;
+          continue;
+        }
+      }
+    }
+    if (has_cr < 0) has_cr = !chunk.empty() && std::memchr(chunk.data(), '\r', chunk.size()) != nullptr;
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
     std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data()) + 1 : chunk.size();
     if (has_cr) {

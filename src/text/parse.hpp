@@ -18,7 +18,9 @@ namespace ooc::text {
 /// How lines split into fields, as np.loadtxt's arguments say it.
 struct Dialect {
   char delimiter = ',';  ///< 0: runs of whitespace (np.loadtxt's delimiter=None)
-  char comment = '#';    ///< 0: no comments; otherwise the rest of a line from it is dropped
+  /// Empty: no comments; otherwise the rest of a line from its first occurrence is
+  /// dropped (np.loadtxt's comments=, one character or several, as "//").
+  std::string comment = "#";
 };
 
 /// Python's str.isspace() for one byte of ASCII, '\n' excluded (it ends lines).

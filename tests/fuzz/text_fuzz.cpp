@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data) + 2, size - 2);
   ooc::text::Dialect dialect;
   dialect.delimiter = (pick & 3) == 0 ? ',' : (pick & 3) == 1 ? 0 : (pick & 3) == 2 ? '\t' : ';';
-  dialect.comment = (pick & 4) ? '#' : 0;
+  // Comments: '#', or (odd cut_at) the two characters "//", as np.loadtxt's comments='//'.
+  dialect.comment = (pick & 4) ? ((cut_at & 1) ? "//" : "#") : "";
   static const ooc::DType dtypes[] = {ooc::dtype_of<double>, ooc::dtype_of<float>, ooc::dtype_of<std::int64_t>,
                                       ooc::dtype_of<std::uint8_t>};
   const ooc::DType dtype = dtypes[(pick >> 3) & 3];

@@ -326,6 +326,61 @@ class TextTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         np.testing.assert_array_equal(np.load(out), [[1, 2], [3, 4]])
 
+    def test_fast_path_lines_match_loadtxt(self):
+        # Clean rows (the one-pass fast path) around rows it hands to the plain path: spaces,
+        # tabs, comments, CRLF and lone CR, empty and extra fields, words, bad numbers.
+        rng = np.random.default_rng(21)
+        odd = ["1 ,2,3", " 1, 2 ,3 ", "1,2,3 ", "1,2,3\r", "1,2,3 # c", "1,2,3#c", "# c", "", "1\t,2,\t3",
+               "nan,-inf,+1e5", "1,2,3\r4,5,6", "1e-400,4.9e-324,1e400", ".5,5.,-0"]
+        lines = []
+        for i in range(3000):
+            if rng.random() < 0.2:
+                lines.append(odd[rng.integers(len(odd))])
+            else:
+                lines.append(",".join(repr(v) for v in hard_values(rng, 3)))
+        for end in ("\n", "\r\n"):
+            src = self.write("f.csv", end.join(lines) + end)
+            out = self.path("f.npy")
+            for chunk in ("64K", "16M"):
+                run("import", src, "-o", out, "--tile-bytes", chunk, "--quiet")
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(), saved(loadtxt(src, delimiter=",")), (end, chunk))
+        # a field too many, too few, empty, or a bad number in the middle of clean rows
+        for bad, where in [("1,2,3,4", "f.csv:1502:7: expected 3 fields, found more"),
+                           ("1,2", "f.csv:1502:4: expected 3 fields, found 2"),
+                           ("1,,3", "f.csv:1502:3: could not convert ''"),
+                           ("1,2.5.1,3", "f.csv:1502:3: could not convert '2.5.1'"),
+                           ("1,2,3e", "f.csv:1502:5: could not convert '3e'")]:
+            rows = ["%d.25,%d,-%d.5" % (i, i, i) for i in range(3000)]
+            rows[1501] = bad
+            src = self.write("f.csv", "\n".join(rows) + "\n")
+            self.assert_fails(src, "--tile-bytes", "64K", where=where)
+        # a comment character a number could hold is not read as part of it
+        src = self.write("e.csv", "1,2e5\n3,4e\n")
+        run("import", src, "-o", self.path("e.npy"), "--comments", "e", "--ndmin", "2", "--quiet")
+        with open(self.path("e.npy"), "rb") as f:
+            self.assertEqual(f.read(), saved(loadtxt(src, delimiter=",", comments="e", ndmin=2)))
+
+    def test_multicharacter_comments(self):
+        text = "// head\n1,2 // x\n3,4/5\n6,7//\n/8,9\n// only\n10,11\n"
+        cases = [("//", text.replace("4/5", "4.5").replace("/8", "8")), ("--", "1,2 -- c\n-3,-4--\n--\n5,-6\n"),
+                 ("#!", "#!a\n1,2#!b\n3,4 #! c\n"), ("ab", "1,2ab\nab\n3,4\n")]
+        for comments, data in cases:
+            for end in ("\n", "\r\n"):
+                src = self.write("c.csv", data.replace("\n", end) * 500)
+                out = self.path("c.npy")
+                run("import", src, "-o", out, "--comments", comments, "--tile-bytes", "64K", "--quiet")
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(), saved(loadtxt(src, delimiter=",", comments=comments)), comments)
+        src = self.write("c.csv", "1,2 //x\n3,4\n")
+        self.assert_fails(src, "--comments", "#", where="c.csv:1:3: could not convert")
+
+    def test_negative_skip_rows_is_a_usage_error(self):
+        src = self.write("s.csv", "1,2\n")
+        line = self.assert_fails(src, "--skip-rows", "-1", code=2)
+        self.assertIn("--skip-rows -1", line)
+        self.assertNotIn("range", line)
+
     # -- bad input --------------------------------------------------------------------
 
     def test_bad_input(self):
@@ -502,6 +557,29 @@ class TextTest(unittest.TestCase):
             np.savetxt(buf, arr, fmt=fmt, delimiter=delim)
             with open(out, "rb") as f:
                 self.assertEqual(f.read(), buf.getvalue(), (fmt, delim))
+
+    def test_export_fortran_order_as_savetxt(self):
+        rng = np.random.default_rng(8)
+        arrays = [np.asfortranarray(hard_values(rng, 6000).reshape(-1, 6)),
+                  np.asfortranarray(hard_values(rng, 6000).reshape(-1, 6).astype(">f8")),
+                  np.asfortranarray(rng.integers(-10**9, 10**9, (777, 5))),
+                  np.asfortranarray(hard_values(rng, 40000).reshape(4, -1))]
+        for i, a in enumerate(arrays):
+            self.assertTrue(a.flags.f_contiguous and not a.flags.c_contiguous)
+            src = self.path("f%d.npy" % i)
+            np.save(src, a)
+            with open(src, "rb") as f:
+                self.assertIn(b"'fortran_order': True", f.read(128))
+            out = self.path("f.csv")
+            fmt = "%d" if a.dtype.kind == "i" else "%.18e"
+            run("export", src, "-o", out, "--fmt", fmt, "--tile-bytes", "64K", "--quiet")
+            buf = io.BytesIO()
+            np.savetxt(buf, a, fmt=fmt, delimiter=",")
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), buf.getvalue(), i)
+            run("export", src, "-o", out, "--tile-bytes", "64K", "--quiet")  # shortest: the bits back
+            back = loadtxt(out, delimiter=",", dtype=a.dtype.newbyteorder("="))
+            self.assertTrue(np.array_equal(back, a), i)
 
     def test_export_format_text_around_the_conversion(self):
         a = np.array([[1.5, -np.nan], [np.inf, 1e-7]])

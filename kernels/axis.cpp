@@ -296,16 +296,21 @@ void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold
     ooc::detail::visit_values_as<Input>(tile_values(streams, in, tile, begin), in.dtype(), Tile{tile.index, begin, end},
                                         [&](const Tile& piece, const ConstArrayMap<Input>& x) {
       const Input* values = x.data();
-      std::int64_t at = piece.begin - slab_begin;
+      const std::int64_t at = piece.begin - slab_begin;
       std::int64_t left = x.size();
-      while (left > 0) {  // split the block at row boundaries
-        const std::int64_t row = at / inner, i = at % inner;
+      std::int64_t row = at / inner, i = at % inner;  // one division per block, not per row
+      if (i > 0) {  // the rest of a row begun in the block before
         const std::int64_t n = std::min(left, inner - i);
         for (std::int64_t k = 0; k < n; ++k) fold.step(acc[i + k], values[k], row);
         values += n;
-        at += n;
         left -= n;
+        ++row;
       }
+      // Whole rows: the columns of a row are independent, so the inner loop vectorises
+      // (numpy's order along each column is kept: row after row).
+      for (; left >= inner; left -= inner, values += inner, ++row)
+        for (std::int64_t k = 0; k < inner; ++k) fold.step(acc[k], values[k], row);
+      for (std::int64_t k = 0; k < left; ++k) fold.step(acc[k], values[k], row);  // a row the next block ends
     });
   };
   auto finish = [&](const Acc* acc, std::int64_t slab_index) {

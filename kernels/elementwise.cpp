@@ -2,7 +2,9 @@
 
 #include "ooc/error.hpp"
 #include "ooc/kernel.hpp"
+#include "vecmath.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -230,6 +232,7 @@ const char* ufunc_name(Ufunc f) {
     case Ufunc::exp: return "exp";
     case Ufunc::log: return "log";
     case Ufunc::log1p: return "log1p";
+    case Ufunc::expm1: return "expm1";
     case Ufunc::sin: return "sin";
     case Ufunc::cos: return "cos";
     case Ufunc::tanh: return "tanh";
@@ -251,7 +254,7 @@ DType loop_dtype(Ufunc f, std::span<const Operand> operands) {
       return first;
     case Ufunc::absolute:
       return first;
-    case Ufunc::sqrt: case Ufunc::exp: case Ufunc::log: case Ufunc::log1p:
+    case Ufunc::sqrt: case Ufunc::exp: case Ufunc::log: case Ufunc::log1p: case Ufunc::expm1:
     case Ufunc::sin: case Ufunc::cos: case Ufunc::tanh:
       // numpy's loops are e->e, f->f, d->d: the first the input casts to safely.
       if (first.kind() == Kind::floating) return first;
@@ -377,7 +380,10 @@ void run_typed(Ufunc f, std::span<const LoopInput> in, void* out_bytes, std::int
       if constexpr (is_floating_v<C>) map([](C a, C b) { return static_cast<C>(a / b); });
       return;
     case Ufunc::power:
-      if constexpr (is_floating_v<C>) map([](C a, C b) { return via_float(a, [b](auto v) { return std::pow(v, static_cast<decltype(v)>(b)); }); });
+      if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>)
+        vecmath::pow(static_cast<const C*>(in[0].data), in[0].repeated ? 0 : 1, static_cast<const C*>(in[1].data),
+                     in[1].repeated ? 0 : 1, out, n);
+      else if constexpr (is_floating_v<C>) map([](C a, C b) { return via_float(a, [b](auto v) { return std::pow(v, static_cast<decltype(v)>(b)); }); });
       else if constexpr (!std::is_same_v<C, bool>) map([](C a, C b) { return integer_power(a, b); });
       return;
     case Ufunc::less: compare([](C a, C b) { return a < b; }); return;
@@ -410,12 +416,36 @@ void run_typed(Ufunc f, std::span<const LoopInput> in, void* out_bytes, std::int
     default:
       break;
   }
+  if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
+    // The transcendental functions, vectorised (vecmath.cpp); a repeated input is one value.
+    const auto vectorised = [&](vecmath::Fn fn) {
+      const C* x = static_cast<const C*>(in[0].data);
+      if (in[0].repeated) {
+        vecmath::unary(fn, x, out, 1);
+        std::fill(out + 1, out + std::max<std::int64_t>(n, 1), out[0]);
+      } else {
+        vecmath::unary(fn, x, out, n);
+      }
+    };
+    switch (f) {
+      case Ufunc::exp: vectorised(vecmath::Fn::exp); return;
+      case Ufunc::log: vectorised(vecmath::Fn::log); return;
+      case Ufunc::log1p: vectorised(vecmath::Fn::log1p); return;
+      case Ufunc::expm1: vectorised(vecmath::Fn::expm1); return;
+      case Ufunc::sin: vectorised(vecmath::Fn::sin); return;
+      case Ufunc::cos: vectorised(vecmath::Fn::cos); return;
+      case Ufunc::tanh: vectorised(vecmath::Fn::tanh); return;
+      default: break;
+    }
+  }
   if constexpr (is_floating_v<C>) {
+    // float16 computes in float32 with glibc's scalar functions, as numpy's e->e loops do.
     switch (f) {
       case Ufunc::sqrt: map1([](C a) { return via_float(a, [](auto v) { return std::sqrt(v); }); }); return;
       case Ufunc::exp: map1([](C a) { return via_float(a, [](auto v) { return std::exp(v); }); }); return;
       case Ufunc::log: map1([](C a) { return via_float(a, [](auto v) { return std::log(v); }); }); return;
       case Ufunc::log1p: map1([](C a) { return via_float(a, [](auto v) { return std::log1p(v); }); }); return;
+      case Ufunc::expm1: map1([](C a) { return via_float(a, [](auto v) { return std::expm1(v); }); }); return;
       case Ufunc::sin: map1([](C a) { return via_float(a, [](auto v) { return std::sin(v); }); }); return;
       case Ufunc::cos: map1([](C a) { return via_float(a, [](auto v) { return std::cos(v); }); }); return;
       case Ufunc::tanh: map1([](C a) { return via_float(a, [](auto v) { return std::tanh(v); }); }); return;
@@ -446,12 +476,14 @@ constexpr NamedUfunc kOperations[] = {
     {"scale", Ufunc::multiply, 1}, {"div", Ufunc::divide, 1},   {"pow", Ufunc::power, 1},
     {"neg", Ufunc::negative, 0},  {"abs", Ufunc::absolute, 0}, {"sqrt", Ufunc::sqrt, 0},
     {"exp", Ufunc::exp, 0},       {"log", Ufunc::log, 0},      {"log1p", Ufunc::log1p, 0},
+    {"expm1", Ufunc::expm1, 0},
     {"sin", Ufunc::sin, 0},       {"cos", Ufunc::cos, 0},      {"tanh", Ufunc::tanh, 0},
     {"clip", Ufunc::clip, 2},
 };
 
 constexpr std::string_view kKnownOperations =
-    "add-one, add:C, sub:C, mul:C, scale:C, div:C, pow:C, neg, abs, sqrt, exp, log, log1p, sin, cos, tanh, "
+    "add-one, add:C, sub:C, mul:C, scale:C, div:C, pow:C, neg, abs, sqrt, exp, log, log1p, expm1, sin, cos, "
+    "tanh, "
     "clip:LO:HI, cast:DTYPE";
 
 std::vector<std::string_view> split(std::string_view text, char separator) {

@@ -75,7 +75,7 @@ DType result_type(DType array, const PyScalar& scalar);
 enum class Ufunc {
   add, subtract, multiply, divide, power,                  // binary arithmetic
   less, less_equal, greater, greater_equal, equal, not_equal,  // comparisons (bool result)
-  negative, absolute, sqrt, exp, log, log1p, sin, cos, tanh,  // unary
+  negative, absolute, sqrt, exp, log, log1p, expm1, sin, cos, tanh,  // unary
   clip,                                                    // clip(x, lo, hi)
 };
 
@@ -105,7 +105,8 @@ struct LoopInput {
 void run_loop(Ufunc f, DType loop, std::span<const LoopInput> in, void* out, std::int64_t n);
 
 /// One elementwise operation as `oocrun apply` names it: add:C sub:C mul:C div:C pow:C
-/// (np.add, ... np.power with a Python scalar C), neg abs sqrt exp log log1p sin cos tanh,
+/// (np.add, ... np.power with a Python scalar C), neg abs sqrt exp log log1p expm1 sin cos
+/// tanh,
 /// clip:LO:HI (np.clip), cast:DTYPE (astype), and add-one, scale:C.
 class ElementwiseOp {
  public:

@@ -45,7 +45,7 @@ struct Token {
   int column;  // 1-based
 };
 
-constexpr std::string_view kFunctions = "sqrt, exp, log, log1p, sin, cos, tanh, abs, where, clip";
+constexpr std::string_view kFunctions = "sqrt, exp, log, log1p, expm1, sin, cos, tanh, abs, where, clip";
 constexpr std::string_view kReductions =
     "sum, prod, mean, min, max, argmin, argmax, var, std, count_nonzero, any, all, nansum, nanmean, nanmin, "
     "nanmax, norm";
@@ -316,7 +316,8 @@ class Parser {
     };
     static const std::pair<std::string_view, Ufunc> kUnary[] = {
         {"sqrt", Ufunc::sqrt}, {"exp", Ufunc::exp}, {"log", Ufunc::log},   {"log1p", Ufunc::log1p},
-        {"sin", Ufunc::sin},   {"cos", Ufunc::cos}, {"tanh", Ufunc::tanh}, {"abs", Ufunc::absolute}};
+        {"expm1", Ufunc::expm1}, {"sin", Ufunc::sin}, {"cos", Ufunc::cos}, {"tanh", Ufunc::tanh},
+        {"abs", Ufunc::absolute}};
     for (const auto& [fname, f] : kUnary) {
       if (fname != name.text) continue;
       arity(1);

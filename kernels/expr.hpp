@@ -2,7 +2,7 @@
 /// Expressions over named arrays, evaluated as numpy evaluates the same Python text with
 /// the names bound to np.load'ed arrays and the functions to numpy's: numbers, names,
 /// + - * / **, unary minus, parentheses, comparisons, where(c, x, y), clip(x, lo, hi), the
-/// functions sqrt exp log log1p sin cos tanh abs, and one outermost reduction (sum(a*b)).
+/// functions sqrt exp log log1p expm1 sin cos tanh abs, and one outermost reduction (sum(a*b)).
 /// Inputs broadcast by numpy's rules; every step has numpy's result dtype (value-based
 /// casting of Python numbers and 0-d arrays included). Evaluation is blocked: each tile is
 /// computed in pieces of kPieceElements, so no whole-array temporary is ever made.

@@ -14,12 +14,12 @@ OPS = {
     "mul:3": lambda x: np.multiply(x, 3), "scale:0.5": lambda x: np.multiply(x, 0.5),
     "div:2": lambda x: np.divide(x, 2), "pow:2": lambda x: np.power(x, 2), "add:300": lambda x: np.add(x, 300),
     "neg": np.negative, "abs": np.absolute, "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log1p": np.log1p,
-    "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "clip:0:1": lambda x: np.clip(x, 0, 1),
+    "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "clip:0:1": lambda x: np.clip(x, 0, 1),
     "cast:int16": lambda x: x.astype("int16"), "cast:>f4": lambda x: x.astype(">f4"),
 }
 # The transcendental functions and pow are within 4 ulp of numpy on whichever SIMD path
 # numpy takes on this CPU (README's contract); everything else is bit for bit.
-TRANSCENDENTAL = {"exp", "log", "log1p", "sin", "cos", "tanh", "pow"}
+TRANSCENDENTAL = {"exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "pow"}
 
 
 def ulp_tolerance(op, dtype):

@@ -795,7 +795,8 @@ int main(int argc, char** argv) {
   info->add_flag("--json", json, kJsonHelp);
 
   CLI::App* apply = app.add_subcommand("apply",
-      "apply an elementwise operation: add:C sub:C mul:C div:C pow:C neg abs sqrt exp log log1p sin cos tanh "
+      "apply an elementwise operation: add:C sub:C mul:C div:C pow:C neg abs sqrt exp log log1p expm1 sin cos "
+      "tanh "
       "clip:LO:HI cast:DTYPE add-one scale:C");
   apply->add_option("OP", op, "operation")->required();
   apply->add_option("ARRAY", path, "input: path.npy or file.h5:/dataset")->required();

@@ -19,7 +19,7 @@ from ooctest import (DTYPES, TRANSCENDENTAL, TRANSCENDENTAL_ULP, TempDir, numpy_
 
 def ulp_tolerance(op, dtype):
     """How far ooc may be from numpy, in units in the last place: numpy computes exp, log,
-    log1p, sin, cos, tanh and power with SIMD code of its own that differs from CPU to CPU
+    log1p, expm1, sin, cos, tanh and power with SIMD code of its own that differs from CPU to CPU
     (README: within 4 ulp of whichever path numpy takes); everything else is exact."""
     return TRANSCENDENTAL_ULP if op.split(":")[0] in TRANSCENDENTAL else 0
 
@@ -32,7 +32,7 @@ def numpy_ops():
         "div:0": lambda a: a / 0, "pow:2": lambda a: np.power(a, 2), "pow:3": lambda a: np.power(a, 3),
         "pow:0": lambda a: np.power(a, 0), "pow:0.5": lambda a: np.power(a, 0.5),
         "pow:-1": lambda a: np.power(a, -1), "neg": np.negative, "abs": np.absolute, "sqrt": np.sqrt,
-        "exp": np.exp, "log": np.log, "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+        "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
         "clip:-5:300": lambda a: np.clip(a, -5, 300), "clip:0.5:2": lambda a: np.clip(a, 0.5, 2),
         "clip:3:1": lambda a: np.clip(a, 3, 1), "clip:-1:1": lambda a: np.clip(a, -1, 1),
         "clip:-0.5:0.5": lambda a: np.clip(a, -0.5, 0.5), "clip:nan:0": lambda a: np.clip(a, np.nan, 0),
@@ -124,7 +124,7 @@ class ElementwiseTest(unittest.TestCase):
         # numpy 1.24 switches float64 exp/log/log1p/sin/cos/power and float32 log1p/power to
         # SVML on AVX-512, and has float32 exp/log/sin/cos/tanh and float64 tanh of its own
         # on AVX2: each path is a fresh numpy with NPY_DISABLE_CPU_FEATURES.
-        ops = ["exp", "log", "log1p", "sin", "cos", "tanh", "pow:0.5", "pow:3", "pow:-1", "pow:2.5", "pow:-1.5"]
+        ops = ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "pow:0.5", "pow:3", "pow:-1", "pow:2.5", "pow:-1.5"]
         for dtype in ["<f8", ">f8", "<f4", ">f4", "<f2"]:
             a = special_values(dtype, 20000, seed=17)
             a[200:400] = np.geomspace(1e-30, 1e30, 200).astype(dtype)  # far from 1, where SVML's error grows
@@ -134,7 +134,7 @@ class ElementwiseTest(unittest.TestCase):
                 out = self.tmp.file(f"t-{op}.npy")
                 run("apply", op, src, "-o", out, "--quiet")
                 got[op] = np.load(out)
-            code = ("result = np.stack([np.exp(a), np.log(a), np.log1p(a), np.sin(a), np.cos(a), np.tanh(a), "
+            code = ("result = np.stack([np.exp(a), np.log(a), np.log1p(a), np.expm1(a), np.sin(a), np.cos(a), np.tanh(a), "
                     "np.power(a, 0.5), np.power(a, 3), np.power(a, -1), np.power(a, 2.5), np.power(a, -1.5)])")
             for path, environment in numpy_simd_paths():
                 expected = numpy_in(environment, code, a=a)
@@ -158,7 +158,7 @@ class ElementwiseTest(unittest.TestCase):
 
     def test_float16_functions_match_numpy_for_every_float16_value(self):
         every = np.arange(65536, dtype=np.uint16).view(np.float16)
-        for op in ["sqrt", "exp", "log", "log1p", "sin", "cos", "tanh", "pow:3", "div:3", "abs"]:
+        for op in ["sqrt", "exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "pow:3", "div:3", "abs"]:
             self.check(op, every)
 
     def test_power_takes_numpys_loop_not_result_type(self):

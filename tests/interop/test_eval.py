@@ -15,9 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from ooctest import (TRANSCENDENTAL_ULP, TempDir, numpy_in, numpy_simd_paths, run, run_json, same_bits,  # noqa: E402
                      same_scalar, sample, units_apart)
 
-FUNCTIONS = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
-             "tanh": np.tanh, "abs": np.absolute, "where": np.where, "clip": np.clip, "sum": np.sum, "prod": np.prod,
-             "mean": np.mean, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax, "var": np.var,
+FUNCTIONS = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin,
+             "cos": np.cos, "tanh": np.tanh, "abs": np.absolute, "where": np.where, "clip": np.clip, "sum": np.sum,
+             "prod": np.prod, "mean": np.mean, "min": np.min, "max": np.max, "argmin": np.argmin, "argmax": np.argmax, "var": np.var,
              "std": np.std, "count_nonzero": np.count_nonzero, "any": np.any, "all": np.all, "nansum": np.nansum,
              "nanmean": np.nanmean, "nanmin": np.nanmin, "nanmax": np.nanmax, "norm": np.linalg.norm}
 REDUCTIONS = {"sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero", "any", "all",
@@ -55,7 +55,7 @@ EXPRESSIONS = [
     # np.power searches its loops: uint16 ** 65536 is int32, not result_type's uint32
     "u ** 65536", "i ** 256", "2 ** u", "70000 ** u",
     "q < i", "a < b", "a == c", "a != a", "i >= -3", "clip(a, -1, 1)", "clip(i, 0, 300)", "sin(c) + cos(c)",
-    "log1p(abs(a))", "z + c", "z*2", "w + z", "u + w", "k ** 2", "m ** 2", "m*m", "sqrt(4)", "2*3", "7 / 2",
+    "log1p(abs(a))", "expm1(a)", "z + c", "z*2", "w + z", "u + w", "k ** 2", "m ** 2", "m*m", "sqrt(4)", "2*3", "7 / 2",
     "2 ** 62 / 2 ** 61", "where(1 < 2, 3, 4.5)", "a + z", "e * 2", "e + b", "((a))", "a*(b+1)/(c-2)",
     # np.clip reads a 0-d NaN bound as no bound, unless the array is byte-swapped
     "clip(a, 0, n)", "clip(a, n, 0.5)", "clip(a, nb, 1)", "clip(a, n, n)", "clip(b, 0, n)", "clip(i, n, 2)",
@@ -86,6 +86,7 @@ TRANSCENDENTAL_BOUNDS = {
                         lambda t, ulp: TRANSCENDENTAL_ULP * (ulp(t[0]) + ulp(t[1])) + ulp(t[2])),
     "log1p(abs(a))": ("result = [np.log1p(abs(a))]", lambda t, ulp: TRANSCENDENTAL_ULP * ulp(t[0])),
     "exp(h)": ("result = [np.exp(h)]", lambda t, ulp: TRANSCENDENTAL_ULP * ulp(t[0])),
+    "expm1(a)": ("result = [np.expm1(a)]", lambda t, ulp: TRANSCENDENTAL_ULP * ulp(t[0])),
 }
 
 

@@ -370,22 +370,22 @@ void run_typed(Ufunc f, std::span<const LoopInput> in, void* out_bytes, std::int
       else map([](C a, C b) { return static_cast<C>(a + b); });
       return;
     case Ufunc::subtract:
-      if constexpr (!std::is_same_v<C, bool>) map([](C a, C b) { return static_cast<C>(a - b); });
-      return;
+      if constexpr (!std::is_same_v<C, bool>) return map([](C a, C b) { return static_cast<C>(a - b); });
+      break;  // no bool loop: loop_dtype refuses it, as numpy does
     case Ufunc::multiply:
       if constexpr (std::is_same_v<C, bool>) map([](bool a, bool b) { return a && b; });
       else map([](C a, C b) { return static_cast<C>(a * b); });
       return;
     case Ufunc::divide:
-      if constexpr (is_floating_v<C>) map([](C a, C b) { return static_cast<C>(a / b); });
-      return;
+      if constexpr (is_floating_v<C>) return map([](C a, C b) { return static_cast<C>(a / b); });
+      break;  // true_divide loops are float only
     case Ufunc::power:
       if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>)
-        vecmath::pow(static_cast<const C*>(in[0].data), in[0].repeated ? 0 : 1, static_cast<const C*>(in[1].data),
-                     in[1].repeated ? 0 : 1, out, n);
-      else if constexpr (is_floating_v<C>) map([](C a, C b) { return via_float(a, [b](auto v) { return std::pow(v, static_cast<decltype(v)>(b)); }); });
-      else if constexpr (!std::is_same_v<C, bool>) map([](C a, C b) { return integer_power(a, b); });
-      return;
+        return vecmath::pow(static_cast<const C*>(in[0].data), in[0].repeated ? 0 : 1,
+                            static_cast<const C*>(in[1].data), in[1].repeated ? 0 : 1, out, n);
+      else if constexpr (is_floating_v<C>) return map([](C a, C b) { return via_float(a, [b](auto v) { return std::pow(v, static_cast<decltype(v)>(b)); }); });
+      else if constexpr (!std::is_same_v<C, bool>) return map([](C a, C b) { return integer_power(a, b); });
+      break;  // no bool loop
     case Ufunc::less: compare([](C a, C b) { return a < b; }); return;
     case Ufunc::less_equal: compare([](C a, C b) { return a <= b; }); return;
     case Ufunc::greater: compare([](C a, C b) { return a > b; }); return;
@@ -393,8 +393,8 @@ void run_typed(Ufunc f, std::span<const LoopInput> in, void* out_bytes, std::int
     case Ufunc::equal: compare([](C a, C b) { return a == b; }); return;
     case Ufunc::not_equal: compare([](C a, C b) { return a != b; }); return;
     case Ufunc::negative:
-      if constexpr (!std::is_same_v<C, bool>) map1([](C a) { return static_cast<C>(-a); });
-      return;
+      if constexpr (!std::is_same_v<C, bool>) return map1([](C a) { return static_cast<C>(-a); });
+      break;  // no bool loop
     case Ufunc::absolute:
       if constexpr (std::is_same_v<C, half>) map1([](C a) { return Eigen::numext::bit_cast<half>(static_cast<std::uint16_t>(Eigen::numext::bit_cast<std::uint16_t>(a) & 0x7fffu)); });
       else if constexpr (is_floating_v<C>) map1([](C a) { return std::fabs(a); });
@@ -602,7 +602,7 @@ void ElementwiseOp::apply(const MappedArray& in, MappedArray& out, const Pipelin
       }
     }
     transform_as<C>(in, out, [&](const ConstArrayMap<C>& x) {
-      C* result = reinterpret_cast<C*>(detail::scratch(2, sizeof(C) * static_cast<std::size_t>(x.size())));
+      C* result = reinterpret_cast<C*>(detail::scratch(detail::ScratchSlot::kernel, sizeof(C) * static_cast<std::size_t>(x.size())));
       std::vector<LoopInput> inputs{{x.data(), false}};
       for (std::size_t i = 0; i < constants_.size(); ++i) inputs.push_back({&constants[i], true});
       run_loop(f, dtype_of<C>, inputs, result, x.size());

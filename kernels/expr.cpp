@@ -1012,7 +1012,7 @@ Scalar Expression::reduce(const PipelineOptions& options) const {
       return ooc::detail::reduce_tiles<T>(kernel, run.plan, run.streams, options, [&](const Tile& tile, auto&& f) {
         thread_local std::vector<std::byte> block;
         block.resize(static_cast<std::size_t>(kBlockElements) * sizeof(T));
-        Input* converted = reinterpret_cast<Input*>(ooc::detail::scratch(2, sizeof(Input) * kBlockElements));
+        Input* converted = reinterpret_cast<Input*>(ooc::detail::scratch(ooc::detail::ScratchSlot::kernel, sizeof(Input) * kBlockElements));
         for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
           const std::int64_t n = std::min(kBlockElements, tile.end - at);
           impl.evaluate_range(at, at + n, [&](std::int64_t p, const std::byte* values, std::int64_t m) {

@@ -20,7 +20,7 @@ Moments Moments::of_block(const ConstArrayMap<double>& x) {
   const double count = static_cast<double>(n);
   block.count = n;
   block.mean = pairwise_sum<double>(x.data(), n) / count;
-  double* deviations = reinterpret_cast<double*>(ooc::detail::scratch(3, sizeof(double) * static_cast<std::size_t>(n)));
+  double* deviations = reinterpret_cast<double*>(ooc::detail::scratch(ooc::detail::ScratchSlot::kernel_second, sizeof(double) * static_cast<std::size_t>(n)));
   for (std::int64_t i = 0; i < n; ++i) deviations[i] = x[i] - block.mean;
   const double deviation_sum = pairwise_sum<double>(deviations, n);
   for (std::int64_t i = 0; i < n; ++i) deviations[i] *= deviations[i];

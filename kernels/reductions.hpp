@@ -154,7 +154,7 @@ R round_sqrt(R value) {
 /// The block with NaN replaced by 0, in a per-thread buffer.
 template <class T>
 ConstArrayMap<T> without_nan(const ConstArrayMap<T>& x) {
-  T* clean = reinterpret_cast<T*>(ooc::detail::scratch(3, sizeof(T) * static_cast<std::size_t>(x.size())));
+  T* clean = reinterpret_cast<T*>(ooc::detail::scratch(ooc::detail::ScratchSlot::kernel_second, sizeof(T) * static_cast<std::size_t>(x.size())));
   for (Eigen::Index i = 0; i < x.size(); ++i) clean[i] = Eigen::numext::isnan(x[i]) ? T(0) : x[i];
   return ConstArrayMap<T>(clean, x.size());
 }
@@ -479,7 +479,7 @@ struct Norm {
 
   template <class S, class E>
   void partial(S& s, const ConstArrayMap<E>& x) const {
-    E* squares = reinterpret_cast<E*>(ooc::detail::scratch(3, sizeof(E) * static_cast<std::size_t>(x.size())));
+    E* squares = reinterpret_cast<E*>(ooc::detail::scratch(ooc::detail::ScratchSlot::kernel_second, sizeof(E) * static_cast<std::size_t>(x.size())));
     for (Eigen::Index i = 0; i < x.size(); ++i) squares[i] = static_cast<E>(x[i] * x[i]);
     s.add_block(ConstArrayMap<E>(squares, x.size()));
   }

@@ -4,7 +4,8 @@
 
 namespace ooc::detail {
 
-std::byte* scratch(int slot, std::size_t bytes) {
+std::byte* scratch(ScratchSlot which, std::size_t bytes, int input) {
+  const int slot = static_cast<int>(which) + (which == ScratchSlot::more_inputs ? input : 0);
   thread_local std::vector<std::vector<std::byte>> buffers(4);
   if (static_cast<std::size_t>(slot) >= buffers.size()) buffers.resize(static_cast<std::size_t>(slot) + 1);
   std::vector<std::byte>& buffer = buffers[static_cast<std::size_t>(slot)];

@@ -67,10 +67,18 @@ template <class T> bool is_aligned_for(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0;
 }
 
-/// A per-thread buffer of at least `bytes` bytes; `slot` tells apart buffers in use at
-/// once: 0 and 1 are transform's and reduce's own, 2 and 3 are free for kernels, 4 + i
-/// holds input i > 0 of a kernel over several inputs.
-std::byte* scratch(int slot, std::size_t bytes);
+/// The per-thread buffers that may be in use at once, by who uses them.
+enum class ScratchSlot : int {
+  converted_input = 0,   ///< visit_values_as: input 0's block converted to the compute type
+  transform_result = 1,  ///< transform: a block's result before conversion to out's dtype
+  kernel = 2,            ///< free for a kernel (ufunc blocks, eval's converted inputs)
+  kernel_second = 3,     ///< a second one for kernels (NaN-cleaned values, squares, deviations)
+  more_inputs = 4,       ///< visit_values_as: input i > 0 of several uses more_inputs + i
+};
+
+/// A per-thread buffer of at least `bytes` bytes for `slot` (for more_inputs, the one of
+/// input `input`).
+std::byte* scratch(ScratchSlot slot, std::size_t bytes, int input = 0);
 
 /// The tiles a run over `array` processes: the array's plan for options.tile_bytes, or
 /// the part of it that options.tiles names. Throws UsageError if `array` does not map
@@ -109,7 +117,9 @@ void visit_values_as(const TileSources<N>& sources, const Tile& tile, F&& f) {
   std::array<C*, N> buffers{};
   for (std::size_t i = 0; i < N; ++i)
     if (std::is_same_v<C, bool> || sources.dtypes[i] != dtype_of<C> || !is_aligned_for<C>(sources.data[i]))
-      buffers[i] = reinterpret_cast<C*>(scratch(i == 0 ? 0 : 4 + static_cast<int>(i), sizeof(C) * kBlockElements));
+      buffers[i] = reinterpret_cast<C*>(i == 0 ? scratch(ScratchSlot::converted_input, sizeof(C) * kBlockElements)
+                                              : scratch(ScratchSlot::more_inputs, sizeof(C) * kBlockElements,
+                                                        static_cast<int>(i)));
   for (std::int64_t at = tile.begin; at < tile.end; at += kBlockElements) {
     const std::int64_t n = std::min(kBlockElements, tile.end - at);
     auto values = [&](std::size_t i) {
@@ -346,7 +356,7 @@ void transform_as(const Inputs<N>& in, MappedArray& out, Fn&& fn, const Pipeline
             if (out_direct) {
               ArrayMap<C>(reinterpret_cast<C*>(dst), piece.size()) = fn(x...).template cast<C>();
             } else {
-              C* result = reinterpret_cast<C*>(detail::scratch(1, sizeof(C) * kBlockElements));
+              C* result = reinterpret_cast<C*>(detail::scratch(detail::ScratchSlot::transform_result, sizeof(C) * kBlockElements));
               ArrayMap<C>(result, piece.size()) = fn(x...).template cast<C>();
               convert(dtype_of<C>, result, out_dtype, dst, piece.size());
             }

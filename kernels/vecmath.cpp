@@ -4,8 +4,9 @@
 // ABI's names: _ZGVbN2v_log1p takes an __m128d (SSE; glibc's IFUNC picks its SSE4.1 code
 // where the CPU has it), _ZGVdN4v_log1p an __m256d (AVX2), _ZGVeN8v_log1p an __m512d
 // (AVX-512); `vv` names the two-argument pow. float32 goes through the float64 ones. The
-// AVX2 and AVX-512 wrappers below are compiled for their instruction sets alone (target
-// attributes) and run only where __builtin_cpu_supports says the CPU has them. A tail
+// AVX2 and AVX-512 loops are in files of their own compiled for those instruction sets
+// (vecmath_avx2.cpp, vecmath_avx512.cpp; vecmath_loops.hpp says why), run only where
+// __builtin_cpu_supports says the CPU has them. A tail
 // shorter than a vector is padded into one (never a scalar libm call), so an element's
 // result does not depend on where it sits. libmvec handles NaN, the infinities, zeros,
 // subnormals and domain errors by calling glibc's scalar functions for those lanes.
@@ -20,7 +21,8 @@
 #include <initializer_list>
 
 #if defined(OOC_HAVE_LIBMVEC) && defined(__x86_64__)
-#include <immintrin.h>
+#include "vecmath_loops.hpp"
+#include "vecmath_wide.hpp"
 #define OOC_VECMATH_X86 1
 #endif
 
@@ -84,24 +86,6 @@ __m128d _ZGVbN2v_sin(__m128d);
 __m128d _ZGVbN2v_cos(__m128d);
 __m128d _ZGVbN2v_tanh(__m128d);
 __m128d _ZGVbN2vv_pow(__m128d, __m128d);
-// AVX2
-__m256d _ZGVdN4v_exp(__m256d);
-__m256d _ZGVdN4v_log(__m256d);
-__m256d _ZGVdN4v_log1p(__m256d);
-__m256d _ZGVdN4v_expm1(__m256d);
-__m256d _ZGVdN4v_sin(__m256d);
-__m256d _ZGVdN4v_cos(__m256d);
-__m256d _ZGVdN4v_tanh(__m256d);
-__m256d _ZGVdN4vv_pow(__m256d, __m256d);
-// AVX-512
-__m512d _ZGVeN8v_exp(__m512d);
-__m512d _ZGVeN8v_log(__m512d);
-__m512d _ZGVeN8v_log1p(__m512d);
-__m512d _ZGVeN8v_expm1(__m512d);
-__m512d _ZGVeN8v_sin(__m512d);
-__m512d _ZGVeN8v_cos(__m512d);
-__m512d _ZGVeN8v_tanh(__m512d);
-__m512d _ZGVeN8vv_pow(__m512d, __m512d);
 }
 
 namespace {
@@ -118,53 +102,11 @@ namespace {
   }
 
 using Sse2d = __m128d (*)(__m128d);
-using Avx4d = __m256d (*)(__m256d);
-using Avx8d = __m512d (*)(__m512d);
 Sse2d sse_d(Fn f) { OOC_PICK(_ZGVbN2v_, ) }
-Avx4d avx2_d(Fn f) { OOC_PICK(_ZGVdN4v_, ) }
-Avx8d avx512_d(Fn f) { OOC_PICK(_ZGVeN8v_, ) }
 #undef OOC_PICK
-
-// The padding of a tail's unused lanes: a value every function takes without a special
-// case (no callout to the scalar code, no exception flags of interest).
-constexpr double kPad = 0.5;
-
-// One wrapper per vector type: NAME(fn, x, out, n) and NAME##_pow(fn, x, xs, y, ys, out, n).
-#define OOC_VECTOR_LOOPS(NAME, TARGET, VEC, T, W, LOADU, STOREU, SET1)                                   \
-  TARGET void NAME(VEC (*fn)(VEC), const T* x, T* out, std::int64_t n) {                                 \
-    std::int64_t i = 0;                                                                                  \
-    for (; i + W <= n; i += W) STOREU(out + i, fn(LOADU(x + i)));                                        \
-    if (i < n) {                                                                                         \
-      alignas(64) T buffer[W];                                                                           \
-      for (std::int64_t k = 0; k < W; ++k) buffer[k] = i + k < n ? x[i + k] : static_cast<T>(kPad);      \
-      STOREU(buffer, fn(LOADU(buffer)));                                                                 \
-      for (std::int64_t k = 0; i + k < n; ++k) out[i + k] = buffer[k];                                   \
-    }                                                                                                    \
-  }                                                                                                      \
-  TARGET VEC NAME##_load(const T* x, std::int64_t xs, std::int64_t i, std::int64_t n) {                  \
-    if (xs == 0) return SET1(*x);                                                                        \
-    if (xs == 1 && i + W <= n) return LOADU(x + i);                                                      \
-    alignas(64) T buffer[W];                                                                             \
-    for (std::int64_t k = 0; k < W; ++k) buffer[k] = i + k < n ? x[(i + k) * xs] : static_cast<T>(kPad); \
-    return LOADU(buffer);                                                                                \
-  }                                                                                                      \
-  TARGET void NAME##_pow(VEC (*fn)(VEC, VEC), const T* x, std::int64_t xs, const T* y, std::int64_t ys,  \
-                         T* out, std::int64_t n) {                                                       \
-    std::int64_t i = 0;                                                                                  \
-    for (; i + W <= n; i += W) STOREU(out + i, fn(NAME##_load(x, xs, i, n), NAME##_load(y, ys, i, n)));  \
-    if (i < n) {                                                                                         \
-      alignas(64) T buffer[W];                                                                           \
-      STOREU(buffer, fn(NAME##_load(x, xs, i, n), NAME##_load(y, ys, i, n)));                            \
-      for (std::int64_t k = 0; i + k < n; ++k) out[i + k] = buffer[k];                                   \
-    }                                                                                                    \
-  }
 
 #define OOC_NO_TARGET
 OOC_VECTOR_LOOPS(loop_sse_d, OOC_NO_TARGET, __m128d, double, 2, _mm_loadu_pd, _mm_storeu_pd, _mm_set1_pd)
-OOC_VECTOR_LOOPS(loop_avx2_d, __attribute__((target("avx2"))), __m256d, double, 4, _mm256_loadu_pd, _mm256_storeu_pd,
-                 _mm256_set1_pd)
-OOC_VECTOR_LOOPS(loop_avx512_d, __attribute__((target("avx512f"))), __m512d, double, 8, _mm512_loadu_pd,
-                 _mm512_storeu_pd, _mm512_set1_pd)
 #undef OOC_VECTOR_LOOPS
 #undef OOC_NO_TARGET
 
@@ -180,8 +122,8 @@ const double kDefaultNaN = std::bit_cast<double>(std::uint64_t{0xfff800000000000
 void vector_unary(Fn f, const double* x, double* out, std::int64_t n) {
   switch (level()) {
 #ifdef OOC_VECMATH_X86
-    case Level::avx512: return loop_avx512_d(avx512_d(f), x, out, n);
-    case Level::avx2: return loop_avx2_d(avx2_d(f), x, out, n);
+    case Level::avx512: return unary_avx512(f, x, out, n);
+    case Level::avx2: return unary_avx2(f, x, out, n);
     case Level::sse: return loop_sse_d(sse_d(f), x, out, n);
 #endif
     default:
@@ -219,8 +161,8 @@ void unary(Fn f, const double* x, double* out, std::int64_t n) {
 void pow(const double* x, std::int64_t xs, const double* y, std::int64_t ys, double* out, std::int64_t n) {
   switch (level()) {
 #ifdef OOC_VECMATH_X86
-    case Level::avx512: return loop_avx512_d_pow(_ZGVeN8vv_pow, x, xs, y, ys, out, n);
-    case Level::avx2: return loop_avx2_d_pow(_ZGVdN4vv_pow, x, xs, y, ys, out, n);
+    case Level::avx512: return pow_avx512(x, xs, y, ys, out, n);
+    case Level::avx2: return pow_avx2(x, xs, y, ys, out, n);
     case Level::sse: return loop_sse_d_pow(_ZGVbN2vv_pow, x, xs, y, ys, out, n);
 #endif
     default:

@@ -476,12 +476,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     std::size_t total = 0;
     std::vector<hsize_t> origin(dims_.size());
     for (std::uint64_t index : raw.indices) {
-      origin_of(index, origin);
-      unsigned mask = 0;
-      haddr_t address = HADDR_UNDEF;
-      hsize_t size = 0;
-      if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &mask, &address, &size) < 0)
-        throw Error(label_, "cannot look up chunk " + chunk_text(index));
+      const auto [mask, address, size] = stored_chunk(index, origin);
       if (address == HADDR_UNDEF) {  // never written: the fill value
         raw.chunks.push_back({index, 0, 0, true, 0, nullptr});
         continue;
@@ -662,12 +657,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     const std::size_t bytes = chunk_elements_ * item_;
     for (std::uint64_t index : indices) {
       if (where_[index].address != kUnknown) continue;
-      origin_of(index, origin);
-      unsigned mask = 0;
-      haddr_t address = HADDR_UNDEF;
-      hsize_t size = 0;
-      if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &mask, &address, &size) < 0)
-        throw Error(label_, "cannot look up chunk " + chunk_text(index));
+      const auto [mask, address, size] = stored_chunk(index, origin);
       if (address == HADDR_UNDEF) {
         where_[index].address = kFill;
         continue;
@@ -779,6 +769,21 @@ class DatasetReader final : public detail::TileReader, public Holder {
   }
 
   // The element coordinates a chunk starts at, from its index in the grid.
+  struct StoredChunk {
+    unsigned mask = 0;              // filters skipped for this chunk
+    haddr_t address = HADDR_UNDEF;  // HADDR_UNDEF: never written (the fill value)
+    hsize_t size = 0;               // stored bytes
+  };
+  // Where chunk `index` lies in the file (the caller holds the HDF5 session); `origin` is
+  // scratch for its coordinates.
+  StoredChunk stored_chunk(std::uint64_t index, std::vector<hsize_t>& origin) const {
+    origin_of(index, origin);
+    StoredChunk chunk;
+    if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &chunk.mask, &chunk.address, &chunk.size) < 0)
+      throw Error(label_, "cannot look up chunk " + chunk_text(index));
+    return chunk;
+  }
+
   void origin_of(std::uint64_t index, std::vector<hsize_t>& origin) const {
     for (std::size_t k = dims_.size(); k-- > 0;) {
       origin[k] = (index % grid_[k]) * chunk_[k];

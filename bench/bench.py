@@ -399,8 +399,9 @@ class Bench:
                       "dask": self.peer("dask", "add_one", matrix, out),
                       "limit": [self.probe, "write", out, str(nbytes)]},
                      prepare=lambda _: os.path.exists(out) and os.remove(out))
+        self.vector_math(matrix, out, nbytes)
         if self.args.python_module:
-            self.python_rows(matrix, out, nbytes)
+            self.python_rows(matrix)
         self.measure("add-one in place, flushed, no journal", nbytes,
                      {"ooc": self.ooc("apply", "add-one", inplace, "--in-place", "--no-journal"),
                       "numpy": self.peer("numpy", "add_one_in_place", inplace)},
@@ -431,12 +432,22 @@ class Bench:
             if os.path.exists(path):
                 os.remove(path)
 
-    def python_rows(self, matrix, out, nbytes):
-        """ooc from Python: a function per tile against numpy's ufunc over a memmap, and
-        what one call costs on a tiny file."""
-        self.measure("log1p into a new file, durable (ooc: Python map_blocks(np.log1p))", nbytes,
-                     {"python": self.python("log1p", matrix, out), "numpy": self.peer("numpy", "log1p", matrix, out)},
+    def vector_math(self, matrix, out, nbytes):
+        """Transcendental functions (issue 19): log1p into a new file, by oocrun, by numpy's
+        ufunc over a memmap and, with the module, by Python's map_blocks(np.log1p); and a
+        reduction of an expression, which numpy computes in full-size temporaries."""
+        log1p = {"ooc": self.ooc("apply", "log1p", matrix, "-o", out),
+                 "numpy": self.peer("numpy", "log1p", matrix, out)}
+        if self.args.python_module:
+            log1p["python"] = self.python("log1p", matrix, out)
+        self.measure("log1p into a new file, durable (ooc from Python: map_blocks(np.log1p))", nbytes, log1p,
                      prepare=lambda _: os.path.exists(out) and os.remove(out))
+        self.measure("sum(sin(a)*cos(a)), warm (ooc: eval)", nbytes,
+                     {"ooc": self.ooc("eval", "sum(sin(a)*cos(a))", f"a={matrix}"),
+                      "numpy": self.peer("numpy", "sin_cos_sum", matrix)})
+
+    def python_rows(self, matrix):
+        """What one call of ooc's Python module costs on a tiny file."""
         tiny = os.path.join(self.dir, "tiny.npy")
         np.save(tiny, np.arange(112, dtype="<f8"))  # 1 kB with its header
         seconds = {label: statistics.median(timed_process(cmd)[0]["seconds"] for _ in range(max(1, self.args.reps)))

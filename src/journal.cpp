@@ -8,6 +8,8 @@
 #include "tile_reader.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -32,10 +34,11 @@ namespace {
 //                        leaves the other
 //   [8192, ...)          a ring of slots, tile q in slot q % slots: a SlotHeader block, then
 //                        the tile's original bytes
-// A writer thread does every write and sync, in one order (Impl::run_writer): it saves a
-// batch of tiles' originals with one fdatasync before their kernels may write, puts a batch
-// of committed tiles on disk (msync), writes the record that says so unsynced, and lets the
-// next batch's fdatasync make it durable. A slot is reused only when the tile it held is
+// Three threads do the journal's I/O (Impl::write_step, sync_step, flush_step): the writer
+// writes a batch of tiles' originals into their slots while the syncer makes the batch
+// before durable with one fdatasync (before their kernels may write); the flusher puts a
+// batch of committed tiles on disk (msync); the syncer writes the record that says so just
+// before its next fdatasync, which makes it durable. A slot is reused only when the tile it held is
 // recorded done by a durable record. DESIGN.md ("Group commit") has the argument.
 // Every record carries a checksum of its bytes, the slot header one of the slot's data
 // too, so a record torn by a power cut reads as absent, never as wrong.
@@ -264,33 +267,42 @@ struct InPlaceJournal::Impl {
   std::atomic<bool> touched{false};
   std::uint64_t sequence = 0;
   std::size_t durable_record = 0;  // which of the two progress records is the durable one
-  bool record_pending = false;     // a record was written since the last sync (saver thread)
+  bool record_pending = false;     // a record was written since the last sync (syncer thread)
   std::size_t batch = 1;           // tiles saved per fdatasync at most
   std::size_t flush_every = 1;     // committed tiles that make the flusher flush them unasked
 
-  // Two threads do the journal's I/O (see "Group commit" in DESIGN.md): the saver every
-  // write and sync of the journal file, in one order, and the flusher the array's msyncs,
-  // so that the two streams of writes overlap. Tiles, by number:
+  // Three threads do the journal's I/O (see "Group commit" in DESIGN.md): the writer
+  // writes tiles' original bytes into their slots, the syncer writes the progress records
+  // and syncs the journal (one record per sync, in one order), and the flusher does the
+  // array's msyncs, so that the writes of one batch overlap the sync of the batch before
+  // and the array's write-back. Tiles, by number:
   //   [first_tile, durable_to)   recorded done by a durable progress record
   //   [durable_to, recorded_to)  recorded by a record written but not yet durable
   //   [recorded_to, flushed_to)  on disk (msynced), not recorded yet
   //   [flushed_to, committed_to) committed by the pipeline, maybe not on disk
   //   [.., saved_to)             original bytes durable in their slot: kernels may write
+  //   [saved_to, written_to)     original bytes written into their slot, not yet synced
   // Tile q's slot (q % slots) is written only when q < durable_to + slots: the tile it held
   // before, q - slots, is then recorded done by a durable record, so no put-back needs it.
   std::mutex m;
   std::condition_variable changed;
-  std::size_t saved_to = 0, committed_to = 0, flushed_to = 0, recorded_to = 0, durable_to = 0;
+  std::size_t written_to = 0, saved_to = 0, committed_to = 0, flushed_to = 0, recorded_to = 0, durable_to = 0;
   std::uint64_t flushed_checksum = 0;  // sampled_checksum of tile flushed_to - 1
   std::size_t want_durable = 0;  // checkpoint(): make tiles up to here durable
   std::size_t needed_to = 0;     // a kernel waits for the tiles before this one to be saved
-  std::size_t lookahead = 1;     // tiles saved ahead of the commit point at most
-  std::size_t stats[3] = {0, 0, 0};  // flushes, saves, syncs of a record alone
+  std::size_t lookahead = 1;     // tiles saved ahead of the commit point at most ...
+  std::size_t first_lookahead = 1;  // ... and before a tile of this run is recorded done durably
+  // OOC_JOURNAL_STATS=1 prints, when the run ends, how often each thread acted and how
+  // long it spent at it (and the kernels waiting for saves), to see where a run's time goes.
+  struct Stats {
+    std::size_t flushes = 0, writes = 0, syncs = 0, record_syncs = 0;
+    std::atomic<std::int64_t> flush_ns{0}, write_ns{0}, sync_ns{0}, wait_ns{0};
+  } stats;
   std::optional<os::UniqueFd> direct;  // the journal opened with O_DIRECT, where the file system allows
   std::vector<detail::AlignedBuffer> buffers;  // bounce buffers, one per tile of a batch (a mapping not block-aligned like the file)
   bool stop = false;
   std::exception_ptr failure;
-  std::thread writer, flusher;
+  std::thread writer, syncer, flusher;
 
   std::int64_t tile_begin(std::size_t q) const { return static_cast<std::int64_t>(q) * tile_elements; }
   std::int64_t tile_end(std::size_t q) const {
@@ -400,8 +412,10 @@ struct InPlaceJournal::Impl {
 
   // O_DIRECT writes of `bytes` (whole blocks) at `at` of the journal, in pieces of 4 MiB
   // side by side: this virtio disk wrote 1.96-2.22 GB/s from one thread writing 16 MiB
-  // at a time, 2.58-2.68 GB/s from 8 threads writing 4 MiB each.
-  void write_direct(const std::byte* data, std::size_t bytes, std::uint64_t at) {
+  // at a time, 2.58-2.68 GB/s from 8 threads writing 4 MiB each. `meanwhile` runs on the
+  // calling thread while the pieces are written (the disk reads the pages, no CPU does).
+  template <class Meanwhile>
+  void write_direct(const std::byte* data, std::size_t bytes, std::uint64_t at, Meanwhile meanwhile) {
     constexpr std::size_t kPiece = 4 << 20;
     std::vector<std::thread> pieces;
     std::vector<std::exception_ptr> errors(bytes / kPiece + 1);
@@ -414,12 +428,12 @@ struct InPlaceJournal::Impl {
       }
     };
     try {
-      for (std::size_t k = 1; k * kPiece < bytes; ++k) pieces.emplace_back(piece, k);
+      for (std::size_t k = 0; k * kPiece < bytes; ++k) pieces.emplace_back(piece, k);
+      meanwhile();
     } catch (...) {
       for (auto& t : pieces) t.join();
       throw;
     }
-    piece(0);
     for (auto& t : pieces) t.join();
     for (const auto& e : errors)
       if (e) std::rethrow_exception(e);
@@ -437,30 +451,33 @@ struct InPlaceJournal::Impl {
     if (whole > slot_bytes) throw std::logic_error("in-place journal: tile larger than its slot");
     const std::byte* original = array->bytes().data() + static_cast<std::size_t>(begin) * item;
     const std::uint64_t at = slot_offset(q % slots);
+    SlotHeader s{};
+    // The checksum of the bytes written (no kernel writes the tile before its save is
+    // synced), computed while the disk writes them.
+    auto sum = [&] { s.data_checksum = checksum(original, bytes); };
     if (direct) {
       if (reinterpret_cast<std::uintptr_t>(original - skew) % kBlock != 0) {
         buffer.ensure(whole);
         std::memcpy(buffer.data() + skew, original, bytes);
         original = buffer.data() + skew;
       }
-      write_direct(original - skew, whole, at + kBlock);
+      write_direct(original - skew, whole, at + kBlock, sum);
     } else {
       os::write_at(fd.get(), original, bytes, at + kBlock + skew, path);
+      sum();
     }
-    SlotHeader s{};
     std::memcpy(s.magic, kSlotMagic, sizeof s.magic);
     s.tile = q;
     s.begin = begin;
     s.end = end;
-    s.data_checksum = checksum(original, bytes);  // the bytes written: the tile's kernel waits for this save
     s.checksum = record_checksum(s);
     os::write_at(fd.get(), &s, sizeof s, at, path);
   }
 
-  // Saver thread: saves tiles [from, to) into their slots, the batch's tiles side by side
-  // (one thread each: a single stream of O_DIRECT writes leaves the disk idle between
-  // them), then one fdatasync, which also makes the record written before it durable.
-  void save(std::size_t from, std::size_t to) {
+  // Writer thread and its helpers: writes tiles [from, to) into their slots, the batch's
+  // tiles side by side (one thread each: a single stream of O_DIRECT writes leaves the
+  // disk idle between them). Not synced: the syncer's next fdatasync makes them durable.
+  void write_slots(std::size_t from, std::size_t to) {
     if (buffers.size() < to - from) buffers.resize(to - from);
     std::vector<std::exception_ptr> errors(to - from);
     std::vector<std::thread> helpers;
@@ -481,10 +498,9 @@ struct InPlaceJournal::Impl {
     for (auto& h : helpers) h.join();
     for (const auto& e : errors)
       if (e) std::rethrow_exception(e);
-    sync_journal();  // durable before the kernels may write these tiles
   }
 
-  // The wants that make the flusher or the saver act before a whole batch is there: a
+  // The wants that make the flusher or the syncer act before a whole batch is there: a
   // kernel waits for a slot, checkpoint() for a durable record, or no durable record says
   // a tile of this run is done yet (the first is made durable at once: until then only
   // the array's tail tells an array made anew from this one, see same_bytes_as_left).
@@ -493,27 +509,13 @@ struct InPlaceJournal::Impl {
            (durable_to == first_tile && committed_to > first_tile);
   }
 
-  // Flusher thread: puts committed tiles on disk (msync) a batch at a time. Only then may
-  // the saver write the record that says so.
-  void run_flusher() {
+  // Runs `body` on its own thread until stop; a failure is kept for the pipeline's
+  // threads (before_write, after_commit, checkpoint, finish) to throw.
+  template <class Body> void run_thread(Body body) {
     std::unique_lock lock(m);
     try {
-      for (;;) {
-        if (stop) return;
-        if (committed_to > flushed_to && (committed_to - flushed_to >= flush_every || wanted())) {
-          const std::size_t from = flushed_to, to = committed_to;
-          lock.unlock();
-          detail::MappedArrayAccess::sync(*array, tile_begin(from), tile_end(to - 1));
-          const std::uint64_t done_checksum = sampled_checksum(*array, tile_begin(to - 1), tile_end(to - 1));
-          lock.lock();
-          flushed_to = to;
-          flushed_checksum = done_checksum;
-          ++stats[0];
-          changed.notify_all();
-          continue;
-        }
-        changed.wait(lock);
-      }
+      while (!stop)
+        if (!body(lock)) changed.wait(lock);
     } catch (...) {
       if (!lock.owns_lock()) lock.lock();
       if (!failure) failure = std::current_exception();
@@ -521,80 +523,104 @@ struct InPlaceJournal::Impl {
     }
   }
 
-  // Saver thread, lock held: writes the record of the tiles flushed so far, unsynced (the
-  // next sync_journal makes it durable).
-  void record_flushed(std::unique_lock<std::mutex>& lock) {
-    if (flushed_to <= recorded_to) return;
-    const std::size_t to = flushed_to;
-    const std::uint64_t done_checksum = flushed_checksum;
+  static std::int64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // Flusher thread, lock held: puts committed tiles on disk (msync) a batch at a time.
+  // Only then may the syncer write the record that says so. False when it has nothing to do.
+  bool flush_step(std::unique_lock<std::mutex>& lock) {
+    if (committed_to <= flushed_to || (committed_to - flushed_to < flush_every && !wanted())) return false;
+    const std::size_t from = flushed_to, to = committed_to;
     lock.unlock();
-    write_progress(to, tile_end(to - 1), done_checksum, false);
+    const auto start = std::chrono::steady_clock::now();
+    detail::MappedArrayAccess::sync(*array, tile_begin(from), tile_end(to - 1));
+    const std::uint64_t done_checksum = sampled_checksum(*array, tile_begin(to - 1), tile_end(to - 1));
+    stats.flush_ns += nanoseconds_since(start);
     lock.lock();
-    recorded_to = to;
+    flushed_to = to;
+    flushed_checksum = done_checksum;
+    ++stats.flushes;
+    changed.notify_all();
+    return true;
   }
 
-  // Saver thread. It saves tiles ahead of the kernels (up to `lookahead` tiles past the
-  // commit point, whole batches where it can), each batch after writing the record of the
-  // tiles flushed since, so that the batch's fdatasync makes that record durable too: per
-  // batch of tiles one sync of the journal, and one msync of the array by the flusher.
-  // Only when a kernel waits for a tile whose slot is not free yet does it sync a record
-  // on its own.
-  void run_writer() {
-    std::unique_lock lock(m);
-    try {
-      for (;;) {
-        if (stop) return;
-        const std::size_t room = std::min(tiles, durable_to + slots);  // tiles whose slot is free
-        const std::size_t limit = std::min(room, std::max(committed_to + lookahead, needed_to));
-        if (saved_to < limit && (limit - saved_to >= batch || limit == tiles || needed_to > saved_to)) {
-          const std::size_t durable = durable_to;  // this save may overwrite slots of tiles below it only
-          record_flushed(lock);
-          const std::size_t from = saved_to, to = std::min({limit, from + batch, durable + slots}),
-                            recorded = recorded_to;
-          lock.unlock();
-          save(from, to);
-          lock.lock();
-          saved_to = to;
-          durable_to = recorded;
-          ++stats[1];
-          changed.notify_all();
-          continue;
-        }
-        if (wanted() && flushed_to > durable_to) {
-          record_flushed(lock);
-          const std::size_t recorded = recorded_to;
-          lock.unlock();
-          sync_journal();
-          lock.lock();
-          durable_to = recorded;
-          ++stats[2];
-          changed.notify_all();
-          continue;
-        }
-        if (needed_to > room && committed_to == durable_to)  // nothing left to record
-          throw std::logic_error("in-place journal: tile " + std::to_string(needed_to - 1) +
-                                 " is in flight while tile " + std::to_string(durable_to) + " is not committed");
-        changed.wait(lock);
-      }
-    } catch (...) {
-      if (!lock.owns_lock()) lock.lock();
-      if (!failure) failure = std::current_exception();
+  // Writer thread, lock held: writes the next tiles' original bytes into their slots, up
+  // to `lookahead` tiles past the commit point, whole batches where it can, while the
+  // syncer makes the batch before durable. A slot is written only when the tile it held
+  // is recorded done by a durable record (q < durable_to + slots). The first batches grow
+  // (1, 1, 2, 4 tiles), so that the kernels start after one tile's save rather than a
+  // whole batch's. False when it has nothing to do.
+  bool write_step(std::unique_lock<std::mutex>& lock) {
+    const std::size_t room = std::min(tiles, durable_to + slots);  // tiles whose slot is free
+    const std::size_t ahead = durable_to > first_tile ? lookahead : first_lookahead;
+    const std::size_t limit = std::min(room, std::max(committed_to + ahead, needed_to));
+    if (written_to < limit && (limit - written_to >= batch || limit == tiles || needed_to > written_to)) {
+      const std::size_t ramp = std::max<std::size_t>(1, written_to - first_tile);
+      const std::size_t from = written_to, to = std::min({limit, from + batch, from + ramp});
+      lock.unlock();
+      const auto start = std::chrono::steady_clock::now();
+      write_slots(from, to);
+      stats.write_ns += nanoseconds_since(start);
+      lock.lock();
+      written_to = to;
+      ++stats.writes;
       changed.notify_all();
+      return true;
     }
+    if (needed_to > room && committed_to == durable_to)  // nothing left to record
+      throw std::logic_error("in-place journal: tile " + std::to_string(needed_to - 1) +
+                             " is in flight while tile " + std::to_string(durable_to) + " is not committed");
+    return false;
   }
 
-  void stop_writer() {
-    if (!writer.joinable()) return;
+  // Syncer thread, lock held: the only thread that writes progress records and syncs the
+  // journal. Each fdatasync makes durable the slots written before it began (kernels may
+  // then write those tiles) and the record of the tiles flushed so far, written just
+  // before it. A record is synced on its own only when something waits for it (wanted()).
+  // False when it has nothing to do.
+  bool sync_step(std::unique_lock<std::mutex>& lock) {
+    const bool slots_written = written_to > saved_to;
+    if (!slots_written && !(wanted() && flushed_to > durable_to)) return false;
+    if (flushed_to > recorded_to) {
+      const std::size_t to = flushed_to;
+      const std::uint64_t done_checksum = flushed_checksum;
+      lock.unlock();
+      write_progress(to, tile_end(to - 1), done_checksum, false);
+      lock.lock();
+      recorded_to = to;
+    }
+    const std::size_t written = written_to, recorded = recorded_to;
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    sync_journal();
+    stats.sync_ns += nanoseconds_since(start);
+    lock.lock();
+    saved_to = written;
+    durable_to = recorded;
+    ++(slots_written ? stats.syncs : stats.record_syncs);
+    changed.notify_all();
+    return true;
+  }
+
+  void stop_threads() {
     {
       std::lock_guard lock(m);
       stop = true;
     }
     changed.notify_all();
-    writer.join();
-    if (flusher.joinable()) flusher.join();
-    if (std::getenv("OOC_JOURNAL_STATS"))
-      std::fprintf(stderr, "journal: %zu slots, batch %zu: %zu flushes, %zu saves, %zu record syncs\n", slots, batch,
-                   stats[0], stats[1], stats[2]);
+    bool joined = false;
+    for (std::thread* t : {&writer, &syncer, &flusher})
+      if (t->joinable()) {
+        t->join();
+        joined = true;
+      }
+    if (joined && std::getenv("OOC_JOURNAL_STATS"))
+      std::fprintf(stderr,
+                   "journal: %zu slots, batch %zu, lookahead %zu: %zu flushes %.3f s, %zu writes %.3f s, "
+                   "%zu syncs (+%zu of a record alone) %.3f s; kernels waited %.3f s\n",
+                   slots, batch, lookahead, stats.flushes, stats.flush_ns * 1e-9, stats.writes, stats.write_ns * 1e-9,
+                   stats.syncs, stats.record_syncs, stats.sync_ns * 1e-9, stats.wait_ns * 1e-9);
   }
 
   // Temporaries of journals whose creation was cut short; only the holder of the
@@ -662,15 +688,18 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
     throw Error(j.path, "the in-place journal does not match the array's tiles; the array may be partly rewritten");
   j.tiles = plan.size();
   j.first_tile = done_tiles;
-  // Group commit: the writer saves up to `batch` tiles ahead with one fdatasync, and puts
-  // committed tiles on disk and records them a batch at a time. One slot per tile that may
-  // be in flight, and `batch` more on each side of the commit point, so that a save rarely
-  // waits for a record's own fdatasync; no more slots than there are tiles left.
+  // Group commit: the writer writes up to `batch` tiles' originals at a time while the
+  // syncer makes the batch before durable with one fdatasync, and the flusher puts
+  // committed tiles on disk a batch at a time. The ring holds the tiles that may be in
+  // flight and 4 batches more: one being written, one being synced, one committed and
+  // waiting for its msync, one on disk whose record waits for the next sync; so the writer
+  // rarely waits for a free slot. No more slots than there are tiles left.
   const std::size_t tokens = detail::tokens_in_flight(options);
   j.batch = std::clamp<std::size_t>(kGroupBytes / std::max<std::uint64_t>(1, options.tile_bytes), 1, kGroupTiles);
   j.flush_every = j.batch;
-  j.lookahead = tokens + j.batch;
-  const std::size_t ring = tokens + 3 * j.batch;
+  j.lookahead = tokens + 2 * j.batch;
+  j.first_lookahead = tokens + j.batch;  // bounds the tiles saved into an array's tail, see same_bytes_as_left
+  const std::size_t ring = tokens + 4 * j.batch;
   j.slots = std::clamp<std::size_t>(ring, 1, std::max<std::size_t>(1, plan.size() - done_tiles));
   // A slot's data: the tile's bytes from their skew on, in whole blocks.
   j.slot_bytes = (static_cast<std::uint64_t>(std::min<std::int64_t>(tile_elements, array.size())) * j.item + kBlock - 1) /
@@ -678,15 +707,16 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   j.tile_elements = tile_elements;
   j.create(command, tile_elements, done_tiles, done_elements, done_tile_checksum);
   j.direct = os::reopen_direct(j.fd.get(), true);  // nothing on tmpfs: written through the page cache
-  j.saved_to = j.committed_to = j.flushed_to = j.recorded_to = j.durable_to = j.want_durable = j.needed_to = done_tiles;
+  j.written_to = j.saved_to = j.committed_to = j.flushed_to = j.recorded_to = j.durable_to = j.want_durable = j.needed_to = done_tiles;
 
   std::unique_ptr<InPlaceJournal> journal(new InPlaceJournal(std::move(impl)));
-  // Joined by finish() or the destructor (a flusher that cannot start leaves the saver alone).
-  journal->impl_->writer = std::thread([&j] { j.run_writer(); });
+  // Joined by finish() or the destructor (or here, when one cannot start).
   try {
-    journal->impl_->flusher = std::thread([&j] { j.run_flusher(); });
+    j.writer = std::thread([&j] { j.run_thread([&j](auto& lock) { return j.write_step(lock); }); });
+    j.syncer = std::thread([&j] { j.run_thread([&j](auto& lock) { return j.sync_step(lock); }); });
+    j.flusher = std::thread([&j] { j.run_thread([&j](auto& lock) { return j.flush_step(lock); }); });
   } catch (...) {
-    journal->impl_->stop_writer();
+    j.stop_threads();
     throw;
   }
   options.first_tile = done_tiles;
@@ -696,7 +726,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
 
 InPlaceJournal::~InPlaceJournal() {
   if (impl_ == nullptr) return;
-  impl_->stop_writer();
+  impl_->stop_threads();
   if (impl_->finished || kept()) return;
   // Nothing was written: the array is as it was and the journal holds nothing to keep.
   impl_->fd = os::UniqueFd();
@@ -724,9 +754,11 @@ void InPlaceJournal::before_write(const Tile& tile) {
   // gets one (the slots outnumber the tiles in flight, and the writer records committed
   // tiles done when it runs out).
   if (j.saved_to <= tile.index) {
+    const auto start = std::chrono::steady_clock::now();
     j.needed_to = std::max(j.needed_to, tile.index + 1);
     j.changed.notify_all();
     j.changed.wait(lock, [&] { return j.failure || j.saved_to > tile.index; });
+    j.stats.wait_ns += Impl::nanoseconds_since(start);
   }
   if (j.failure) std::rethrow_exception(j.failure);
 }
@@ -754,7 +786,7 @@ void InPlaceJournal::checkpoint() {
 
 void InPlaceJournal::finish() {
   Impl& j = *impl_;
-  j.stop_writer();
+  j.stop_threads();
   if (j.failure) std::rethrow_exception(j.failure);
   j.fd = os::UniqueFd();
   os::remove_file(j.path);

@@ -374,6 +374,26 @@ TEST_CASE("an array made anew in the same file since the run stopped is not resu
   for (double x : values(path)) REQUIRE(x == 101.0);
 }
 
+TEST_CASE("until a tile is recorded done, tiles are saved no further ahead than the tiles in flight and a batch") {
+  // Before a durable record says a tile is done, the array's tail is all that tells an
+  // array made anew from the stopped one, and it is checked only where no saved tile
+  // (whose kernel may have run) reaches it. Later the writer saves two batches ahead.
+  // 24 tiles: the tail (the last 1 MiB, 16 tiles) starts at tile 8; 2 threads: 4 tiles
+  // in flight and a batch of 4 reach it, 4 more would.
+  const Scratch scratch(24 * kTile);
+  const std::string& path = scratch.path;
+  {
+    InPlace run(path, 2);
+    auto& [a, o, journal] = run;
+    journal->before_write(tile(0));
+    add_one_to_tile(a, 0, 0.5);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the writer saves what it will
+  }
+  make_anew(path, 100.0);
+  check_open_refused(path, kCommand, "are not the ones the unfinished in-place run left");
+  for (double x : values(path)) REQUIRE(x == 100.0);
+}
+
 TEST_CASE("the same array made again with the same bytes is resumed: the saved tiles are its own") {
   const Scratch scratch(40 * kTile);
   const std::string& path = scratch.path;
@@ -392,7 +412,7 @@ TEST_CASE("the same array made again with the same bytes is resumed: the saved t
   for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 1);
 }
 
-TEST_CASE("a journal has a slot per tile that may be in flight and 3 batches more, no more than the array has tiles") {
+TEST_CASE("a journal has a slot per tile that may be in flight and 4 batches more, no more than the array has tiles") {
   {
     const Scratch scratch(kTile);  // one tile
     InPlace run(scratch.path, 8);
@@ -405,7 +425,7 @@ TEST_CASE("a journal has a slot per tile that may be in flight and 3 batches mor
     const Scratch scratch(40 * kTile);
     InPlace run(scratch.path, 2);  // 4 tiles in flight; batches of 4 tiles (64 KiB tiles)
     auto& [a, o, journal] = run;
-    CHECK(std::filesystem::file_size(journal->path()) == 2 * 4096 + 16 * (2 * 4096 + kTile * sizeof(double)));
+    CHECK(std::filesystem::file_size(journal->path()) == 2 * 4096 + 20 * (2 * 4096 + kTile * sizeof(double)));
   }
 }
 

@@ -294,8 +294,9 @@ class KillNineTest(Case):
         array must be exactly a (nothing written yet) or exactly a + 1 (the job finished
         and removed its journal just before the kill); after a job, a fresh one starts.
         128 tiles of 256 KiB: the journal saves and records them in batches of 4, so the
-        kills land while a batch is being saved, while committed tiles wait for their
-        record, and while a record waits for the next save's fdatasync."""
+        kills land while a batch is being written and the one before it synced, while
+        written tiles wait for their sync, while committed tiles wait for their record,
+        and while a record waits for the next fdatasync."""
         self.kill_and_resume(4 << 20, "256K", KILLS)  # 32 MiB
 
     def test_the_same_with_tiles_saved_in_several_pieces(self):

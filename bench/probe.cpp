@@ -8,6 +8,9 @@
 //   {"probe": "mapped_sum", "strategy": "pread", "threads": 2, "bytes": ..., "seconds": ..., "gbps": ...}
 // Usage: ooc_probe memory [MiB]        read bandwidth of resident memory
 //        ooc_probe mapped FILE         sum of FILE's float64 values (warm: FILE cached)
+//        ooc_probe select FILE NCOLS STEP COL...
+//                                      sum of columns COL... of every STEP-th row of a
+//                                      C-ordered (N, NCOLS) float64 .npy (warm)
 //        ooc_probe inplace FILE        add 1 to every float64 of FILE after its first page,
 //                                      durable (msync or fdatasync) at the end
 //        ooc_probe read FILE           read of FILE from the disk: FILE's cached pages are
@@ -253,6 +256,66 @@ int mapped(const char* path) {
   return probe.finish();
 }
 
+// A selection's limit, of the same work: the sum of columns `cols` of every `step`-th row
+// of a C-ordered (N, ncols) float64 .npy that the page cache holds, by page faults on a
+// fresh mapping, MADV_POPULATE_READ per piece, or pread of whole rows into a small buffer.
+int select(const char* path, std::size_t ncols, std::size_t step, const std::vector<std::size_t>& cols) {
+  const File file(path, O_RDONLY);
+  unsigned char preamble[10] = {};
+  if (::pread(file.fd, preamble, sizeof preamble, 0) != sizeof preamble) die(path);
+  const std::size_t header = 10 + (preamble[8] | (preamble[9] << 8));  // a version 1.0 .npy header
+  const std::size_t row = ncols * 8, rows = (file.size - header) / row;
+  const std::size_t selected = (rows + step - 1) / step;  // rows 0, step, 2 step, ...
+  auto sum_rows = [&](const std::byte* base, std::size_t count) {  // rows 0, step, ... of the count from base
+    double s[8] = {};
+    for (std::size_t r = 0; r < count; r += step)
+      for (std::size_t k = 0; k < cols.size(); ++k) {
+        double v;
+        std::memcpy(&v, base + r * row + cols[k] * 8, 8);
+        s[k % 8] += v;
+      }
+    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+  };
+  volatile double sink = 0;
+  Probe probe("select_sum");
+  for (int threads : all_threads()) {
+    std::vector<double> partial(static_cast<std::size_t>(threads));
+    for (const char* strategy : {"faults", "populate", "pread"}) {
+      const auto start = Clock::now();
+      if (std::strcmp(strategy, "pread") == 0) {
+        const std::size_t rows_at_once = std::max<std::size_t>(step, kSmallBuffer / row / step * step);
+        in_parallel(threads, selected, [&](int t, std::size_t b, std::size_t e) {
+          Aligned buffer(rows_at_once * row);
+          double s = 0;
+          for (std::size_t r = b * step; r < std::min(rows, e * step); r += rows_at_once) {
+            const std::size_t count = std::min(rows_at_once, std::min(rows, e * step) - r);
+            pread_all(file.fd, buffer.get(), count * row, header + r * row);
+            s += sum_rows(buffer.get(), count);
+          }
+          partial[t] = s;
+        });
+      } else {
+        const bool populate = std::strcmp(strategy, "populate") == 0;
+        auto* p = static_cast<const std::byte*>(map(file.fd, file.size, PROT_READ));
+        const std::size_t rows_per_piece = std::max<std::size_t>(step, kPiece / row / step * step);
+        in_parallel(threads, selected, [&](int t, std::size_t b, std::size_t e) {
+          double s = 0;
+          for (std::size_t r = b * step; r < std::min(rows, e * step); r += rows_per_piece) {
+            const std::size_t count = std::min(rows_per_piece, std::min(rows, e * step) - r);
+            if (populate) advise(p + header + r * row, count * row, MADV_POPULATE_READ);
+            s += sum_rows(p + header + r * row, count);
+          }
+          partial[t] = s;
+        });
+        ::munmap(const_cast<std::byte*>(p), file.size);
+      }
+      probe.add(strategy, threads, file.size - header, seconds_since(start));
+      for (double x : partial) sink = sink + x;
+    }
+  }
+  return probe.finish();
+}
+
 // Add 1 to every float64 after the first page, durable at the end: through a shared
 // mapping (page faults, or MADV_POPULATE_WRITE per piece), or pread + pwrite through a
 // small buffer per thread; each piece's write-back is started as soon as it is done
@@ -403,8 +466,15 @@ int main(int argc, char** argv) {
   if (what == "memory") return memory(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024);
   if (what == "mapped" && argc > 2) return mapped(argv[2]);
   if (what == "inplace" && argc > 2) return mapped_add(argv[2]);
+  if (what == "select" && argc > 5) {
+    std::vector<std::size_t> cols;
+    for (int i = 5; i < argc; ++i) cols.push_back(std::strtoull(argv[i], nullptr, 10));
+    return select(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10), cols);
+  }
   if (what == "read" && argc > 2) return direct_read(argv[2]);
   if (what == "write" && argc > 3) return direct_write(argv[2], std::strtoull(argv[3], nullptr, 10));
-  std::fprintf(stderr, "usage: ooc_probe memory [MiB] | mapped FILE | inplace FILE | read FILE | write FILE BYTES\n");
+  std::fprintf(stderr,
+               "usage: ooc_probe memory [MiB] | mapped FILE | select FILE NCOLS STEP COL... | inplace FILE | read FILE "
+               "| write FILE BYTES\n");
   return 2;
 }

@@ -271,29 +271,29 @@ class Bench:
         out = subprocess.run([self.probe, *map(str, args)], capture_output=True, text=True, check=True).stdout
         return [json.loads(line) for line in out.splitlines()]
 
-    def probes(self, path, nbytes):
+    def probes(self, path):
+        """The warm limits, measured at the start: each probe line is one way (strategy) and
+        thread count; a rep's limit for a thread count is its fastest way, and the table
+        gives the median over reps. The disk-bound limits (read, write, in place) take
+        turns with the peers in their rows instead, as the disk's speed drifts."""
         best = {}
         for rep in range(max(1, self.args.reps)):
+            fastest = {}
             for p in self.run_probe("memory", 256 if self.args.size == "smoke" else 1024) + self.run_probe("mapped", path):
+                if p.get("best"):
+                    continue
                 key = (p["probe"], p["threads"])
-                best.setdefault(key, []).append(p["gbps"])
-        if not self.args.smoke:
-            for rep in range(max(1, self.args.reps)):
-                drop_caches()
-                for p in self.run_probe("read", path):
-                    best.setdefault((p["probe"], 1), []).append(p["gbps"])
-                for p in self.run_probe("write", os.path.join(self.dir, "probe-write.bin"), nbytes):
-                    best.setdefault((p["probe"], 1), []).append(p["gbps"])
-                for p in self.run_probe("inplace", path):
-                    best.setdefault((p["probe"], p["threads"]), []).append(p["gbps"])
+                fastest[key] = max(fastest.get(key, 0), p["gbps"])
+            for key, gbps in fastest.items():
+                best.setdefault(key, []).append(gbps)
         self.limits = {key: statistics.median(values) for key, values in best.items()}
 
     def read_probe(self, path):
         return [self.probe, "read", path]
 
     def limit(self, probe):
-        threads = os.cpu_count() if probe in ("memory_read", "mapped_sum", "mapped_add") else 1
-        return self.limits.get((probe, threads))
+        """The probe's best over its thread counts."""
+        return max((gbps for (name, _), gbps in self.limits.items() if name == probe), default=None)
 
     # ---- the table --------------------------------------------------------------------
     COLUMNS = ["ooc", "python", "numpy", "dask", "h5py", "pandas"]
@@ -374,7 +374,7 @@ class Bench:
         inplace = os.path.join(self.dir, "inplace.npy")
         shutil.copyfile(matrix, inplace)
         print("probes ...", flush=True)
-        self.probes(matrix, nbytes)
+        self.probes(matrix)
         print(self.table().split("\n")[0], flush=True)
 
         sum_peers = {"ooc": self.ooc("reduce", "sum", matrix), "numpy": self.peer("numpy", "sum", matrix),
@@ -389,30 +389,21 @@ class Bench:
                       "numpy": self.peer("numpy", "mean_axis0", matrix),
                       "dask": self.peer("dask", "mean_axis0", matrix)},
                      limit=self.limit("mapped_sum"))
-        self.notes.append("limit probe: for the cold rows and the new-file add-one, O_DIRECT reads (writes) of the "
-                          "same bytes taking turns with the peers in that row (the disk's speed drifts over "
-                          "minutes); for the warm rows, the probes run at the start")
+        self.notes.append("limit probe: the best of several ways of doing the row's work without ooc, each with "
+                          "1..N threads (bench/probe.cpp); cold rows: O_DIRECT reads with 1..N requests in flight, "
+                          "read() with readahead, page faults with MADV_SEQUENTIAL; the new-file add-one: O_DIRECT "
+                          "writes with 1..N requests in flight, write() with early write-back, then fsync; in place: "
+                          "page faults, MADV_POPULATE_WRITE or pread+pwrite of the same file, then msync/fdatasync; the warm "
+                          "subset: the same sum of the same file by page faults, MADV_POPULATE_READ or pread. "
+                          "These take turns with the peers in their row (the disk's speed drifts over minutes); "
+                          "the warm rows' limit (page faults, MADV_POPULATE_READ or pread into small buffers) runs "
+                          "at the start")
         self.subset(nbytes)
-        self.measure("add-one into a new file, durable", nbytes,
-                     {"ooc": self.ooc("apply", "add-one", matrix, "-o", out),
-                      "numpy": self.peer("numpy", "add_one", matrix, out),
-                      "dask": self.peer("dask", "add_one", matrix, out),
-                      "limit": [self.probe, "write", out, str(nbytes)]},
-                     prepare=lambda _: os.path.exists(out) and os.remove(out))
+        self.new_file(matrix, out, nbytes)
         self.vector_math(matrix, out, nbytes)
         if self.args.python_module:
             self.python_rows(matrix)
-        self.measure("add-one in place, flushed, no journal", nbytes,
-                     {"ooc": self.ooc("apply", "add-one", inplace, "--in-place", "--no-journal"),
-                      "numpy": self.peer("numpy", "add_one_in_place", inplace)},
-                     limit=self.limit("mapped_add"))
-        self.measure("add-one in place, flushed, crash journal", nbytes,
-                     {"ooc": self.ooc("apply", "add-one", inplace, "--in-place"),
-                      "numpy": self.peer("numpy", "add_one_in_place", inplace)},
-                     limit=self.limit("mapped_add"))
-        self.notes.append("in-place rows: numpy's `a += 1; a.flush()` on a memmap, then fsync, which a crash "
-                          "leaves half done; ooc's default keeps a crash journal (every tile written twice, "
-                          "the run resumable); `--no-journal` is numpy's guarantee")
+        self.in_place(inplace, nbytes)
         h5 = self.make_hdf5("matrix.h5", matrix)
         for layout in ("contiguous", "chunked"):
             spec = f"{h5}:/{layout}"
@@ -431,6 +422,46 @@ class Bench:
         for path in (out, inplace):
             if os.path.exists(path):
                 os.remove(path)
+
+    def new_file(self, matrix, out, nbytes):
+        self.measure("add-one into a new file, durable", nbytes,
+                     {"ooc": self.ooc("apply", "add-one", matrix, "-o", out),
+                      "numpy": self.peer("numpy", "add_one", matrix, out),
+                      "dask": self.peer("dask", "add_one", matrix, out),
+                      "limit": [self.probe, "write", out, str(nbytes)]},
+                     prepare=lambda _: os.path.exists(out) and os.remove(out))
+
+    def in_place(self, inplace, nbytes):
+        in_place_probe = [self.probe, "inplace", inplace]
+        self.measure("add-one in place, flushed, no journal", nbytes,
+                     {"ooc": self.ooc("apply", "add-one", inplace, "--in-place", "--no-journal"),
+                      "numpy": self.peer("numpy", "add_one_in_place", inplace), "limit": in_place_probe})
+        self.measure("add-one in place, flushed, crash journal", nbytes,
+                     {"ooc": self.ooc("apply", "add-one", inplace, "--in-place"),
+                      "numpy": self.peer("numpy", "add_one_in_place", inplace), "limit": in_place_probe})
+        self.notes.append("in-place rows: numpy's `a += 1; a.flush()` on a memmap, then fsync, which a crash "
+                          "leaves half done; ooc's default keeps a crash journal (every tile written twice, "
+                          "the run resumable); `--no-journal` is numpy's guarantee")
+
+    def only_io_rows(self, rows, nbytes):
+        """--only subset | new-file | in-place: those rows alone, with the probes they need."""
+        if rows == "subset":
+            self.probes(self.make_matrix("wide.npy", max(nbytes // 4, 1 << 20), columns=40))
+            print(self.table().split("\n")[0], flush=True)
+            self.subset(nbytes)
+            return
+        self.limits = {}
+        print(self.table().split("\n")[0], flush=True)
+        matrix = self.make_matrix("matrix.npy", nbytes)
+        if rows == "new-file":
+            out = os.path.join(self.dir, "out.npy")
+            self.new_file(matrix, out, nbytes)
+            os.path.exists(out) and os.remove(out)
+        else:
+            inplace = os.path.join(self.dir, "inplace.npy")
+            shutil.copyfile(matrix, inplace)
+            self.in_place(inplace, nbytes)
+            os.remove(inplace)
 
     def vector_math(self, matrix, out, nbytes):
         """Transcendental functions (issue 19): log1p into a new file, by oocrun, by numpy's
@@ -471,11 +502,12 @@ class Bench:
         for cold in ((False,) if self.args.smoke else (False, True)):
             peers = {"ooc": self.ooc("reduce", "sum", wide + selection),
                      "numpy": self.peer("numpy", "subset_sum", wide),
-                     "h5py": self.peer("h5py", "subset_sum", f"{h5}:/contiguous")}
-            if cold:
-                peers["limit"] = self.read_probe(wide)
-            self.measure(f"sum of a[::5, 5 of 40 columns], {'cold' if cold else 'warm'}", nbytes, peers,
-                         cold=cold, limit=self.limit("mapped_sum"))
+                     "h5py": self.peer("h5py", "subset_sum", f"{h5}:/contiguous"),
+                     # Warm, the same sum without ooc; cold, a read of every page (rows 1600
+                     # bytes apart touch them all).
+                     "limit": self.read_probe(wide) if cold else
+                     [self.probe, "select", wide, "40", "5", "0", "9", "18", "27", "36"]}
+            self.measure(f"sum of a[::5, 5 of 40 columns], {'cold' if cold else 'warm'}", nbytes, peers, cold=cold)
         self.notes.append("subset rows: numpy is fancy indexing on a memmap (`a[::5][:, cols].sum()`), h5py "
                           "reads hyperslabs `d[i:j:5, cols]` of 64 MiB of rows each; ooc reads "
                           f"`wide.npy{selection}`")
@@ -528,7 +560,9 @@ def main():
                         help="the folder holding ooc's Python package (build/python); adds its rows")
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     parser.add_argument("--keep", action="store_true", help="keep the data files")
-    parser.add_argument("--only", choices=["text", "compressed"], default=None, help="run only these rows (no probes)")
+    parser.add_argument("--only", choices=["text", "compressed", "subset", "new-file", "in-place"], default=None,
+                        help="run only these rows (text, compressed: no probes; subset: the warm read probe of "
+                             "its file; new-file, in-place: their probes take turns in the rows)")
     parser.add_argument("--text-bytes", type=lambda s: int(float(s)), default=None,
                         help="values in the text rows' array, in bytes (the CSV is ~3x that; default: 1/32 "
                              "of the bench size, or the bench size with --only text)")
@@ -545,6 +579,8 @@ def main():
             bench.limits = {}
             print(bench.table().split("\n")[0], flush=True)
             bench.compressed(SIZES[args.size])
+        elif args.only in ("subset", "new-file", "in-place"):
+            bench.only_io_rows(args.only, SIZES[args.size])
         else:
             bench.run()
         text = bench.report(os.environ.get("OOC_BENCH_COMMAND", "bench/bench.py " + " ".join(sys.argv[1:])))

@@ -33,8 +33,10 @@ struct Streams::Impl {
     std::unique_ptr<detail::TileReader> own_reader;
     std::unique_ptr<os::DirectWriter> writer;
     // One buffer per tile in flight: buffer k serves the tile whose index % slots == k.
-    // Tile i always commits before tile i + slots enters, so no buffer is ever shared.
+    // Tile i always commits before tile i + slots enters, so no buffer is ever shared
+    // (a direct writer's buffer, once its write is done: written[k] is its ticket).
     std::vector<detail::AlignedBuffer> buffers;
+    std::vector<std::uint64_t> written;
     std::vector<const std::byte*> starts;  // where each buffer's tile begins
     // A staged reader's raw bytes for each tile in flight, by slot as the buffers.
     std::vector<std::unique_ptr<detail::Fetched>> fetched;
@@ -42,6 +44,8 @@ struct Streams::Impl {
     detail::TileWriter* sink = nullptr;
     std::vector<std::unique_ptr<detail::Fetched>> encoded;
     bool buffered() const { return reader != nullptr || writer != nullptr || sink != nullptr; }
+    // The writer's thread may still be writing from the buffers: it stops first.
+    ~Stream() { writer.reset(); }
   };
 
   const TilePlan& plan;
@@ -72,6 +76,7 @@ struct Streams::Impl {
   void make_buffers(Stream& s) {
     s.buffers.resize(slots);
     s.starts.assign(slots, nullptr);
+    s.written.assign(slots, 0);
     s.fetched.resize(slots);
     s.encoded.resize(slots);
   }
@@ -183,7 +188,10 @@ void Streams::acquire(const Tile& tile) {
       s->starts[slot] = s->reader->decode(tile.begin, tile.end, *s->fetched[slot], s->buffers[slot]);
     else if (s->reader && s->reader->concurrent())
       s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
-    if (s->writer) s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
+    if (s->writer) {
+      s->writer->wait(s->written[slot]);  // the write of tile index - slots, from this buffer
+      s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
+    }
     if (s->sink) {
       s->buffers[slot].ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, tile.end - tile.begin)) *
                               static_cast<std::size_t>(s->array->dtype().itemsize()));
@@ -214,7 +222,8 @@ void Streams::release(std::size_t position) {
   const Tile tile = m.plan[position];
   for (auto& s : m.streams) {
     if (s->writer) {
-      s->writer->write(tile.begin, tile.end, s->buffers[tile.index % m.slots]);
+      const std::size_t slot = tile.index % m.slots;
+      s->written[slot] = s->writer->write(tile.begin, tile.end, s->buffers[slot]);
       continue;
     }
     if (s->sink) {

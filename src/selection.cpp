@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 
@@ -424,6 +426,93 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
   return layout;
 }
 
+// A selection whose outermost loop takes a few elements from each "row" of the inner
+// loops is read in one pass over the rows. x[::5, [0, 9, 18, 27, 36]] of a C array is
+// numpy's F-ordered result, column after column (DESIGN.md, "Selections"), so its tiles
+// come column by column and each column would be a pass over all of the source's rows:
+// from the disk again when the file is larger than memory, page faults again when it is
+// cached. Instead, a tile of the first column (block 0) gathers the same rows of every
+// column: its own into the tile, the others into the stash, from which the later
+// columns' tiles are copied. Holds (blocks - 1) blocks of elements.
+class Stash {
+ public:
+  Stash(std::int64_t blocks, std::int64_t block_elements, std::size_t item)
+      : block_elements_(block_elements), item_(item),
+        // Not zeroed: pages are touched only as gathers fill them.
+        data_(new std::byte[static_cast<std::size_t>((blocks - 1) * block_elements) * item]) {}
+
+  // Where element `i` of block `j` (j >= 1) is kept.
+  std::byte* at(std::int64_t j, std::int64_t i) const {
+    return data_.get() + static_cast<std::size_t>((j - 1) * block_elements_ + i) * item_;
+  }
+
+  // Rows [lo, hi) of every block are in the stash (called once a gather is done).
+  void gathered(std::int64_t lo, std::int64_t hi) {
+    std::lock_guard lock(mutex_);
+    ranges_.push_back({lo, hi});
+    std::sort(ranges_.begin(), ranges_.end());
+    std::vector<std::pair<std::int64_t, std::int64_t>> merged;
+    for (const auto& r : ranges_)
+      if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+      else merged.push_back(r);
+    ranges_ = std::move(merged);
+  }
+
+  // True once rows [lo, hi) have been gathered. A tile of a later block whose rows are
+  // not (its gather still in flight on another thread, or an MPI rank's share that
+  // starts past block 0) reads them from the source instead.
+  bool has(std::int64_t lo, std::int64_t hi) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& r : ranges_)
+      if (r.first <= lo && hi <= r.second) return true;
+    return false;
+  }
+
+ private:
+  std::int64_t block_elements_;
+  std::size_t item_;
+  std::unique_ptr<std::byte[]> data_;
+  mutable std::mutex mutex_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges_;  // merged, sorted
+};
+
+// True if the outermost loop's elements of any one inner position lie closer together
+// than the inner loops' neighbours, so that gathering them together reads each source
+// row once: its offsets span less than the smallest stride of an inner loop.
+bool outer_loop_interleaves(const Layout& layout) {
+  if (layout.loops.size() < 2 || layout.size == 0) return false;
+  const Loop& outer = layout.loops.back();
+  if (outer.count < 2) return false;
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+  for (std::int64_t j = 0; j < outer.count; ++j) {
+    lo = std::min(lo, outer.offset(j));
+    hi = std::max(hi, outer.offset(j));
+  }
+  std::int64_t inner_stride = std::numeric_limits<std::int64_t>::max();
+  bool inner_has_more_than_one = false;
+  for (std::size_t d = 0; d + 1 < layout.loops.size(); ++d) {
+    const Loop& loop = layout.loops[d];
+    if (loop.count < 2) continue;
+    if (!loop.offsets.empty()) return false;  // the list is inner: nothing to gather
+    inner_has_more_than_one = true;
+    inner_stride = std::min(inner_stride, std::abs(loop.stride));
+  }
+  return inner_has_more_than_one && hi - lo < inner_stride;
+}
+
+// Calls f(block, lo, hi, at) for the parts of selection elements [begin, end) within
+// each block of `block_elements`: elements [lo, hi) of block `block`, which are
+// elements [at, at + hi - lo) of the selection.
+template <class F>
+void for_each_block_part(std::int64_t begin, std::int64_t end, std::int64_t block_elements, F&& f) {
+  for (std::int64_t at = begin; at < end;) {
+    const std::int64_t block = at / block_elements, lo = at % block_elements;
+    const std::int64_t hi = std::min(block_elements, lo + (end - at));
+    f(block, lo, hi, at);
+    at += hi - lo;
+  }
+}
+
 // kSelectionGapBytes, or OOC_SELECTION_GAP_BYTES where set (how bench/selection_gap.py
 // measures the choice).
 std::int64_t gap_bytes() {
@@ -443,6 +532,7 @@ class SelectionReader final : public detail::TileReader {
       : source_(std::move(source)), layout_(std::move(layout)), text_(std::move(text)),
         item_(static_cast<std::size_t>(source_.dtype().itemsize())),
         gap_(std::max<std::int64_t>(0, gap_bytes() / static_cast<std::int64_t>(item_))) {
+    plan_one_pass();
     summarise();
   }
 
@@ -452,10 +542,24 @@ class SelectionReader final : public detail::TileReader {
     auto place = [&](const Run& run) { return out + static_cast<std::size_t>(run.at - begin) * item_; };
     if (source_.mapped()) {
       const std::byte* data = source_.bytes().data();
-      for_each_run(layout_, begin, end, [&](const Run& run) {
-        copy_run(place(run), data + static_cast<std::ptrdiff_t>(run.first) * static_cast<std::ptrdiff_t>(item_),
-                 run.count, run.step, item_);
-      });
+      auto copy_from_source = [&](std::int64_t from, std::int64_t to) {
+        for_each_run(layout_, from, to, [&](const Run& run) {
+          copy_run(place(run), data + static_cast<std::ptrdiff_t>(run.first) * static_cast<std::ptrdiff_t>(item_),
+                   run.count, run.step, item_);
+        });
+      };
+      if (!stash_) {
+        copy_from_source(begin, end);
+      } else {
+        for_each_block_part(begin, end, block_elements_, [&](std::int64_t block, std::int64_t lo, std::int64_t hi,
+                                                             std::int64_t at) {
+          const std::size_t bytes = static_cast<std::size_t>(hi - lo) * item_;
+          std::byte* dst = out + static_cast<std::size_t>(at - begin) * item_;
+          if (block == 0) gather(data, lo, hi, dst);
+          else if (stash_->has(lo, hi)) std::memcpy(dst, stash_->at(block, lo), bytes);
+          else copy_from_source(at, at + (hi - lo));
+        });
+      }
       source_.check_intact();
       return out;
     }
@@ -482,7 +586,9 @@ class SelectionReader final : public detail::TileReader {
     auto advise = [&](const Span& span, const std::vector<Run>&) {
       detail::MappedArrayAccess::advise(source_, span.lo, span.hi + 1, os::Advice::will_need);
     };
-    for_each_run(layout_, begin, end, [&](const Run& run) { spans.add(run, advise); });
+    // With a stash, only the first block's tiles read the source.
+    const std::int64_t last = stash_ ? std::min(end, block_elements_) : end;
+    for_each_run(layout_, begin, last, [&](const Run& run) { spans.add(run, advise); });
     spans.finish(advise);
   }
 
@@ -491,11 +597,22 @@ class SelectionReader final : public detail::TileReader {
   void release(std::int64_t begin, std::int64_t end) override {
     if (!source_.mapped()) return;
     std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
-    for_each_run(layout_, begin, end, [&](const Run& run) {
-      const std::int64_t last = run.first + (run.count - 1) * run.step;
-      lo = std::min({lo, run.first, last});
-      hi = std::max({hi, run.first, last});
-    });
+    auto cover = [&](std::int64_t from, std::int64_t to) {
+      for_each_run(layout_, from, to, [&](const Run& run) {
+        const std::int64_t last = run.first + (run.count - 1) * run.step;
+        lo = std::min({lo, run.first, last});
+        hi = std::max({hi, run.first, last});
+      });
+    };
+    if (!stash_) {
+      cover(begin, end);
+    } else {
+      // A later block's part copied from the stash left no source pages mapped.
+      for_each_block_part(begin, end, block_elements_, [&](std::int64_t block, std::int64_t part_lo,
+                                                           std::int64_t part_hi, std::int64_t at) {
+        if (block == 0 || !stash_->has(part_lo, part_hi)) cover(at, at + (part_hi - part_lo));
+      });
+    }
     if (hi >= lo) detail::MappedArrayAccess::advise(source_, lo, hi + 1, os::Advice::dont_need);
   }
 
@@ -505,6 +622,39 @@ class SelectionReader final : public detail::TileReader {
   double spread() const { return spread_; }
 
  private:
+  // Decides whether the selection is read in one pass over the rows (Stash): where the
+  // outermost loop interleaves with the inner ones (its blocks then cover the same
+  // source range), the source is mapped and the stash fits in a quarter of this
+  // process's memory. Otherwise each block is a pass of its own.
+  void plan_one_pass() {
+    if (!outer_loop_interleaves(layout_)) return;
+    const std::int64_t blocks = layout_.loops.back().count;
+    block_elements_ = layout_.size / blocks;
+    stash_bytes_ = static_cast<double>(blocks - 1) * static_cast<double>(block_elements_) * static_cast<double>(item_);
+    if (!source_.mapped() || stash_bytes_ > static_cast<double>(os::memory_limit()) / 4) return;
+    stash_ = std::make_unique<Stash>(blocks, block_elements_, item_);
+  }
+
+  // Elements [lo, hi) of block 0 into `out`, and the same elements of every other block
+  // into the stash, a few hundred rows at a time so that each source row is in the CPU's
+  // cache for all of its blocks.
+  void gather(const std::byte* data, std::int64_t lo, std::int64_t hi, std::byte* out) {
+    constexpr std::int64_t kRowsAtOnce = 512;
+    const Loop& outer = layout_.loops.back();
+    const std::ptrdiff_t item = static_cast<std::ptrdiff_t>(item_);
+    for_each_run(layout_, lo, hi, [&](const Run& run) {
+      for (std::int64_t i = 0; i < run.count; i += kRowsAtOnce) {
+        const std::int64_t n = std::min(kRowsAtOnce, run.count - i);
+        const std::int64_t first = run.first + i * run.step;
+        copy_run(out + static_cast<std::size_t>(run.at - lo + i) * item_, data + first * item, n, run.step, item_);
+        for (std::int64_t j = 1; j < outer.count; ++j)
+          copy_run(stash_->at(j, run.at + i), data + (first + outer.offset(j) - outer.offset(0)) * item, n, run.step,
+                   item_);
+      }
+    });
+    stash_->gathered(lo, hi);
+  }
+
   // Counts the runs and spans (of the first elements of a large selection), picks the
   // source's page advice by how much of the covering range the spans touch, and says so.
   void summarise() {
@@ -530,7 +680,11 @@ class SelectionReader final : public detail::TileReader {
     // Dense: the spans cover most of the range, so read it as a stream with readahead.
     // Sparse: no readahead, only the spans' pages (advised one tile ahead) are read.
     const bool sequential = density >= 0.5;
-    spread_ = sampled > 0 ? std::max(1.0, covering / static_cast<double>(sampled)) : 1.0;
+    // Where the blocks interleave, each block's elements cover the whole range (and with
+    // a stash a tile of block 0 reads the rows of every block): a tile's span of the
+    // source is that of one block's elements.
+    const double per_tile = static_cast<double>(block_elements_ > 0 ? std::min(sampled, block_elements_) : sampled);
+    spread_ = sampled > 0 ? std::max(1.0, covering / per_tile) : 1.0;
     if (source_.mapped() && hi >= lo) {
       detail::MappedArrayAccess::advise(source_, lo, hi + 1, sequential ? os::Advice::sequential : os::Advice::random);
     }
@@ -545,6 +699,13 @@ class SelectionReader final : public detail::TileReader {
         << (source_.mapped() ? (sequential ? "dense: sequential readahead" : "sparse: random access, spans advised ahead")
                              : "read span by span through the dataset's reader");
     if (sampled < layout_.size) out << " (estimated from the first " << sampled << " elements)";
+    const std::int64_t blocks = layout_.loops.back().count;
+    if (stash_)
+      out << "; one pass over the rows: " << blocks << " blocks of " << block_elements_
+          << " elements, the first's tiles gathering the others' (" << bytes_text(stash_bytes_) << " kept)";
+    else if (block_elements_ > 0 && source_.mapped())
+      out << "; " << blocks << " passes over the rows: keeping the other blocks' elements for one pass would take "
+          << bytes_text(stash_bytes_) << ", over a quarter of this process's memory";
     summary_ = out.str();
   }
 
@@ -554,6 +715,9 @@ class SelectionReader final : public detail::TileReader {
   std::size_t item_;
   std::int64_t gap_;  // in elements
   double spread_ = 1;
+  std::unique_ptr<Stash> stash_;     // set when read in one pass over the rows
+  std::int64_t block_elements_ = 0;  // elements per block of an interleaving outermost loop, else 0
+  double stash_bytes_ = 0;           // what the stash holds (or would hold)
   detail::AlignedBuffer span_buffer_;  // serial use only: a reader source is read in the serial stage
   std::string summary_;
 };

@@ -133,16 +133,20 @@ TEST_CASE("a direct writer writes tiles whose bytes start anywhere, keeping the 
   }
   ooc::os::DirectWriter writer(std::move(*direct), plain.get(), header, 8, path);
   ooc::detail::AlignedBuffer buffers[2];
+  std::uint64_t tickets[2] = {0, 0};  // each buffer's last write, which must be done before it is reused
   const std::int64_t bounds[] = {0, 1000, 1001, 3333, 5000};  // tiles of odd sizes
   for (int t = 0; t < 4; ++t) {
+    writer.wait(tickets[t % 2]);
     // The data starts after a header of any length: elements need not be 8-byte aligned.
     std::byte* place = writer.place(bounds[t], bounds[t + 1], buffers[t % 2]);
     for (std::int64_t i = bounds[t]; i < bounds[t + 1]; ++i) {
       const std::uint64_t value = static_cast<std::uint64_t>(i) * 3;
       std::memcpy(place + (i - bounds[t]) * 8, &value, sizeof value);
     }
-    writer.write(bounds[t], bounds[t + 1], buffers[t % 2]);
+    tickets[t % 2] = writer.write(bounds[t], bounds[t + 1], buffers[t % 2]);
   }
+  CHECK(tickets[0] == 3);  // one ticket per write, in order
+  CHECK(tickets[1] == 4);
   writer.finish();
   std::vector<char> back(header + 8 * items);
   REQUIRE(ooc::os::read_at(plain.get(), back.data(), back.size(), 0, path) == back.size());
@@ -153,6 +157,35 @@ TEST_CASE("a direct writer writes tiles whose bytes start anywhere, keeping the 
     if (v != i * 3) FAIL("element " << i << " is " << v);
   }
   CHECK_THROWS_AS(writer.write(0, 10, buffers[0]), std::logic_error);  // out of order
+}
+
+TEST_CASE("a direct writer's failed write is reported by the next wait, naming the file; one dropped early stops") {
+  ScratchDir dir;
+  const std::string path = dir.file("d.bin");
+  { std::ofstream out(path, std::ios::binary); }
+  const auto plain = ooc::os::open_existing(path, true);
+  ooc::os::preallocate(plain.get(), 1 << 20, path);
+  auto writable = ooc::os::reopen_direct(plain.get(), true);
+  auto read_only = ooc::os::reopen_direct(plain.get(), false);
+  if (!writable || !read_only) {
+    MESSAGE("this file system refuses O_DIRECT; nothing to test here");
+    return;
+  }
+  ooc::detail::AlignedBuffer buffer;
+  {  // writes go to a descriptor open for reading: each fails, on the writer's thread
+    ooc::os::DirectWriter writer(std::move(*read_only), plain.get(), 0, 8, path);
+    writer.place(0, 4096, buffer);
+    const std::uint64_t ticket = writer.write(0, 4096, buffer);
+    CHECK_THROWS_WITH_AS(writer.wait(ticket), doctest::Contains(path.c_str()), ooc::Error);
+    CHECK_THROWS_AS(writer.finish(), ooc::Error);
+  }
+  {  // dropped with writes queued (a cancelled run): no crash, no wait for them all
+    ooc::os::DirectWriter writer(std::move(*writable), plain.get(), 0, 8, path);
+    for (std::int64_t t = 0; t < 8; ++t) {
+      writer.place(t * 8192, (t + 1) * 8192, buffer);
+      writer.write(t * 8192, (t + 1) * 8192, buffer);
+    }
+  }
 }
 
 TEST_CASE("a direct reader returns any run of elements, and a short file is an error") {

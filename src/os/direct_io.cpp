@@ -57,6 +57,16 @@ DirectWriter::DirectWriter(UniqueFd direct, int plain_fd, std::uint64_t data_off
   carry_bytes_ = static_cast<std::size_t>(data_offset_ - carry_offset_);
   if (carry_bytes_ > 0 && read_at(plain_fd_, carry_.data(), carry_bytes_, carry_offset_, path_) != carry_bytes_)
     throw Error(path_, "cannot read the bytes before the array");
+  thread_ = std::thread([this] { run(); });
+}
+
+DirectWriter::~DirectWriter() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  queued_.notify_all();
+  thread_.join();
 }
 
 std::byte* DirectWriter::place(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) const {
@@ -66,27 +76,57 @@ std::byte* DirectWriter::place(std::int64_t begin, std::int64_t end, detail::Ali
   return buffer.data() + head;
 }
 
-void DirectWriter::write(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) {
+std::uint64_t DirectWriter::write(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) {
   const std::uint64_t first = data_offset_ + static_cast<std::uint64_t>(begin) * item_;
   const std::uint64_t last = data_offset_ + static_cast<std::uint64_t>(end) * item_;
   const std::uint64_t from = down(first);
   if (from != carry_offset_ || first - from != carry_bytes_) throw std::logic_error("tiles written out of order");
   std::memcpy(buffer.data(), carry_.data(), carry_bytes_);
   const std::uint64_t whole = down(last) - from;
-  for (std::uint64_t done = 0; done < whole;) {
-    const ssize_t n = ::pwrite(direct_.get(), buffer.data() + done, whole - done, static_cast<off_t>(from + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(path_, "write failed: " + errno_text(errno));
-    }
-    done += static_cast<std::uint64_t>(n);
-  }
   carry_bytes_ = static_cast<std::size_t>(last - from - whole);
   std::memcpy(carry_.data(), buffer.data() + whole, carry_bytes_);
   carry_offset_ = from + whole;
+  std::lock_guard lock(mutex_);
+  if (!error_.empty()) throw Error(path_, error_);
+  queue_.push_back(Request{buffer.data(), whole, from});
+  queued_.notify_one();
+  return ++issued_;
+}
+
+void DirectWriter::wait(std::uint64_t ticket) {
+  std::unique_lock lock(mutex_);
+  written_.wait(lock, [&] { return done_ >= ticket || !error_.empty(); });
+  if (!error_.empty()) throw Error(path_, error_);
+}
+
+void DirectWriter::run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    queued_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;  // a run that ends early: what is queued is not wanted
+    const Request request = queue_.front();
+    lock.unlock();
+    std::string failure;
+    for (std::uint64_t done = 0; done < request.bytes;) {
+      const ssize_t n = ::pwrite(direct_.get(), request.data + done, request.bytes - done,
+                                 static_cast<off_t>(request.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        failure = "write failed: " + errno_text(n < 0 ? errno : ENOSPC);
+        break;
+      }
+      done += static_cast<std::uint64_t>(n);
+    }
+    lock.lock();
+    queue_.pop_front();
+    if (!failure.empty() && error_.empty()) error_ = failure;
+    ++done_;
+    written_.notify_all();
+  }
 }
 
 void DirectWriter::finish() {
+  wait(issued_);
   if (carry_bytes_ > 0 && carry_offset_ + carry_bytes_ > data_offset_)
     write_at(plain_fd_, carry_.data(), carry_bytes_, carry_offset_, path_);
   carry_bytes_ = 0;

@@ -6,9 +6,13 @@
 #include "os/file.hpp"
 #include "tile_reader.hpp"
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace ooc::os {
 
@@ -37,17 +41,39 @@ class DirectReader final : public detail::TileReader {
 /// the file before the array's first byte) are put in front, whole blocks are written,
 /// and the part-block at its end is carried to the next tile. finish() writes the last
 /// part-block through the page cache.
+///
+/// The writes themselves run on a thread of the writer's own, one after another, so that
+/// the disk always has the next tile queued while the pipeline's threads compute: a
+/// blocking write in the commit stage held one of two cores idle for each tile's write,
+/// and the disk idle while the commit waited for the next kernel. A tile's buffer is the
+/// writer's until wait() says its write is done.
 class DirectWriter {
  public:
   DirectWriter(UniqueFd direct, int plain_fd, std::uint64_t data_offset, int itemsize, std::string path);
-  /// Where element `begin` of a tile goes in `buffer` (grown to hold the tile).
+  /// Stops the writes not yet started (a run that failed or was cancelled) and waits for
+  /// the one under way.
+  ~DirectWriter();
+  DirectWriter(const DirectWriter&) = delete;
+  DirectWriter& operator=(const DirectWriter&) = delete;
+  /// Where element `begin` of a tile goes in `buffer` (grown to hold the tile). The
+  /// buffer's last write (its ticket) must be done: wait() for it first.
   std::byte* place(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) const;
-  /// Writes the tile computed into `buffer` (called in tile order).
-  void write(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer);
-  /// Writes what is carried after the last tile.
+  /// Queues the write of the tile computed into `buffer` (called in tile order); returns
+  /// its ticket.
+  std::uint64_t write(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer);
+  /// Blocks until the write with this ticket (and every one before it) is done; throws
+  /// ooc::Error if a write failed. Ticket 0 is done from the start.
+  void wait(std::uint64_t ticket);
+  /// Waits for every write, then writes what is carried after the last tile.
   void finish();
 
  private:
+  struct Request {
+    const std::byte* data;
+    std::uint64_t bytes, offset;
+  };
+  void run();
+
   UniqueFd direct_;
   int plain_fd_;
   std::uint64_t data_offset_;
@@ -56,6 +82,14 @@ class DirectWriter {
   detail::AlignedBuffer carry_;
   std::size_t carry_bytes_ = 0;
   std::uint64_t carry_offset_ = 0;  // file offset of carry_[0], block-aligned
+
+  std::mutex mutex_;
+  std::condition_variable queued_, written_;
+  std::deque<Request> queue_;
+  std::uint64_t issued_ = 0, done_ = 0;  // tickets handed out, writes finished
+  std::string error_;                    // the first write's failure
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace ooc::os

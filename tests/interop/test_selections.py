@@ -231,6 +231,13 @@ class SelectionTest(unittest.TestCase):
         self.assertIn("sparse: random access", sparse)
         dense = run("reduce", "sum", f"{path}[::5, 3]", "--verbose").stderr
         self.assertIn("dense: sequential readahead", dense)
+        # Several columns of the same rows: read in one pass, numpy's bits at any tile size.
+        columns = f"{path}[::5, [36, 0, 9, 18, 27]]"
+        self.assertIn("one pass over the rows: 5 blocks of 40000 elements",
+                      run("reduce", "sum", columns, "--verbose").stderr)
+        expected = float(np.sum(a[::5, [36, 0, 9, 18, 27]]))
+        for tile in ("64K", "1M", "16M"):
+            self.assertEqual(run_json("reduce", "sum", columns, "--tile-bytes", tile)["value"], expected, tile)
         self.assertIn("40000 elements", dense)
         self.assertNotIn("selection", run("reduce", "sum", f"{path}[::5, 3]").stderr)
         out = self.tmp.file("o.npy")

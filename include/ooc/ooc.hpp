@@ -1,6 +1,7 @@
 #pragma once
 /// The one header users include.
 
+#include "ooc/array_map.hpp"
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
 #include "ooc/journal.hpp"

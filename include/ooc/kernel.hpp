@@ -6,7 +6,9 @@
 ///
 /// * An elementwise kernel is a callable taking an Eigen array expression
 ///   (ConstArrayMap<C>) and returning an array expression of the same length, e.g.
-///   `[](const auto& x) { return x * 2 + 1; }`. C, the compute type, is the output's
+///   `ooc::transform<ooc::Floating>(in, out, [](const auto& x) { return x * 2 + 1; });`
+///   (for float and double; a kernel for every dtype must also compile for bool and
+///   float16, whose Eigen arrays take no int constants). C, the compute type, is the output's
 ///   element type: input values are converted to C first, as numpy converts a ufunc's
 ///   inputs to its loop type. It must be elementwise: element i of the result may depend
 ///   only on element i of the input.

@@ -15,6 +15,7 @@
 #include "ooc/kernels/axis.hpp"
 
 #include "ooc/error.hpp"
+#include "ooc/internal/pipeline.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/reductions.hpp"
 

@@ -8,6 +8,7 @@
 
 #include "mapped_array_access.hpp"
 #include "ooc/error.hpp"
+#include "ooc/internal/pipeline.hpp"
 #include "ooc/kernel.hpp"
 #include "tile_reader.hpp"
 

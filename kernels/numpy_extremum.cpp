@@ -1,4 +1,4 @@
-#include "ooc/kernels/numpy_extremum.hpp"
+#include "ooc/internal/numpy_extremum.hpp"
 
 #include <algorithm>
 #include <cmath>

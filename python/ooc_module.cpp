@@ -8,6 +8,7 @@
 // KeyboardInterrupt is raised once the worker has unwound.
 
 #include "cli/options.hpp"
+#include "ooc/internal/pipeline.hpp"
 #include "ooc/ooc.hpp"
 #include "ooc/text.hpp"
 
@@ -621,7 +622,7 @@ py::array read_array(const Source& source, const CallOptions& call, const py::ob
     ooc::detail::Streams streams(plan, options);
     streams.add_input(a);
     struct Done {};
-    ooc::run_pipeline(
+    ooc::detail::run_pipeline(
         plan, streams, options,
         [&](const ooc::Tile& tile) {
           std::memcpy(memory + static_cast<std::size_t>(tile.begin) * item, streams.input(a, tile),
@@ -751,7 +752,7 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
       return block;
     };
     auto run_blocks = [&] {
-      ooc::run_pipeline(
+      ooc::detail::run_pipeline(
           plan, streams, options,
           [&](const ooc::Tile& tile) {
             const std::int64_t k = row_elements == 0 ? 0 : tile.size() / row_elements;

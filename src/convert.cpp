@@ -1,5 +1,7 @@
 #include "ooc/dtype.hpp"
 
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
+
 #include <climits>
 #include <cmath>
 #include <cstdint>

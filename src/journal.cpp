@@ -3,6 +3,7 @@
 #include "format/hdf5.hpp"
 
 #include "mapped_array_access.hpp"
+#include "ooc/internal/pipeline.hpp"
 #include "os/direct_io.hpp"
 #include "os/file.hpp"
 #include "tile_reader.hpp"

@@ -7,6 +7,7 @@
 #include "os/file.hpp"
 #include "os/shrink_watch.hpp"
 #include "ooc/selection.hpp"
+#include "selection_info.hpp"
 #include "tile_reader.hpp"
 
 #include <boost/interprocess/mapped_region.hpp>

@@ -1,4 +1,5 @@
 #include "ooc/pipeline.hpp"
+#include "ooc/internal/pipeline.hpp"
 
 #include "mapped_array_access.hpp"
 #include "os/direct_io.hpp"

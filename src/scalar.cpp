@@ -2,6 +2,8 @@
 
 #include "ooc/error.hpp"
 
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>

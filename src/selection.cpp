@@ -1,6 +1,7 @@
 #include "ooc/selection.hpp"
 
 #include "mapped_array_access.hpp"
+#include "selection_info.hpp"
 #include "ooc/dtype.hpp"
 #include "tile_reader.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // The pipeline over a stream of unknown length (text import): see src/stream_pipeline.cpp.
 
-#include "ooc/pipeline.hpp"
+#include "ooc/internal/pipeline.hpp"
 
 #include <functional>
 #include <memory>

@@ -3,6 +3,8 @@
 
 #include "ooc/dtype.hpp"
 
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
+
 #include <doctest/doctest.h>
 
 #include <algorithm>

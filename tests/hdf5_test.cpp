@@ -6,6 +6,8 @@
 
 #include "test_support.hpp"
 
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
+
 #include <hdf5.h>
 
 #include <doctest/doctest.h>

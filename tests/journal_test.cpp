@@ -1,6 +1,7 @@
 // src/journal: an in-place run survives being stopped at any moment, and every tile is
 // applied exactly once when it is run again.
 
+#include "ooc/internal/pipeline.hpp"
 #include "ooc/ooc.hpp"
 
 #include "test_support.hpp"
@@ -278,7 +279,7 @@ TEST_CASE("a stop in the middle of a pipeline run is finished exactly once by th
     ooc::TilePlan plan = ooc::TilePlan::for_array(a, o.tile_bytes);
     ooc::detail::Streams streams(plan, o);
     streams.add_output(a);
-    CHECK_THROWS_WITH(ooc::run_pipeline(
+    CHECK_THROWS_WITH(ooc::detail::run_pipeline(
                           plan, streams, o,
                           [&](const ooc::Tile& t) {
                             const std::int64_t end = t.index == stop_at ? t.begin + t.size() / 2 : t.end;

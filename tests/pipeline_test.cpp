@@ -1,4 +1,4 @@
-#include "ooc/pipeline.hpp"
+#include "ooc/internal/pipeline.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,7 +23,7 @@ void run_recorded(const ooc::TilePlan& plan, int threads, Recorder& rec) {
   ooc::PipelineOptions options;
   options.threads = threads;
   ooc::detail::Streams streams(plan, options);
-  ooc::run_pipeline(
+  ooc::detail::run_pipeline(
       plan, streams, options,
       [&](const ooc::Tile& tile) {
         const int now = ++rec.running;
@@ -69,7 +69,7 @@ TEST_CASE("an exception in a kernel cancels the run and reaches the caller") {
   ooc::PipelineOptions options;
   ooc::detail::Streams streams(plan, options);
   std::atomic<std::size_t> commits{0};
-  CHECK_THROWS_WITH_AS(ooc::run_pipeline(
+  CHECK_THROWS_WITH_AS(ooc::detail::run_pipeline(
                            plan, streams, options,
                            [&](const ooc::Tile& tile) {
                              if (tile.index == 10) throw std::runtime_error("tile 10 is bad");
@@ -86,7 +86,7 @@ TEST_CASE("progress is reported after each tile, ending at the whole array") {
   std::vector<ooc::Progress> seen;
   options.on_progress = [&](const ooc::Progress& p) { seen.push_back(p); };
   ooc::detail::Streams streams(plan, options);
-  ooc::run_pipeline(plan, streams, options, [](const ooc::Tile&) { return 0; }, [](const ooc::Tile&, int&&) {});
+  ooc::detail::run_pipeline(plan, streams, options, [](const ooc::Tile&) { return 0; }, [](const ooc::Tile&, int&&) {});
   REQUIRE(seen.size() == plan.size());
   for (std::size_t i = 0; i < seen.size(); ++i) CHECK(seen[i].tiles_done == i + 1);
   CHECK(seen.back().elements_done == plan.elements());
@@ -98,7 +98,7 @@ TEST_CASE("an empty plan runs no kernel and commits nothing") {
   ooc::PipelineOptions options;
   ooc::detail::Streams streams(plan, options);
   int calls = 0;
-  ooc::run_pipeline(plan, streams, options, [&](const ooc::Tile&) { return ++calls; }, [&](const ooc::Tile&, int&&) { ++calls; });
+  ooc::detail::run_pipeline(plan, streams, options, [&](const ooc::Tile&) { return ++calls; }, [&](const ooc::Tile&, int&&) { ++calls; });
   CHECK(calls == 0);
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("a resumed run starts at first_tile, and its progress counts the tiles
   std::mutex m;
   options.on_progress = [&](const ooc::Progress& p) { seen.push_back(p); };
   ooc::detail::Streams streams(plan, options);
-  ooc::run_pipeline(
+  ooc::detail::run_pipeline(
       plan, streams, options,
       [&](const ooc::Tile& tile) {
         std::lock_guard lock(m);
@@ -133,7 +133,7 @@ TEST_CASE("a resumed run starts at first_tile, and its progress counts the tiles
   CHECK(seen.back().elements_done == plan.elements());
   options.first_tile = plan.size();  // everything was done: nothing runs
   ran.clear();
-  ooc::run_pipeline(plan, streams, options, [&](const ooc::Tile& t) { ran.push_back(t.index); return 0; },
+  ooc::detail::run_pipeline(plan, streams, options, [&](const ooc::Tile& t) { ran.push_back(t.index); return 0; },
                     [](const ooc::Tile&, int&&) {});
   CHECK(ran.empty());
 }
@@ -174,7 +174,7 @@ TEST_CASE("a journal sees each tile saved before its kernel and recorded after i
     options.threads = threads;
     options.journal = &journal;
     ooc::detail::Streams streams(plan, options);
-    ooc::run_pipeline(
+    ooc::detail::run_pipeline(
         plan, streams, options,
         [&](const ooc::Tile& tile) {
           {
@@ -217,7 +217,7 @@ TEST_CASE("results of tiles in flight when a run fails or is cancelled are all d
     ooc::PipelineOptions options;
     options.threads = threads;
     ooc::detail::Streams streams(plan, options);
-    CHECK_THROWS(ooc::run_pipeline(
+    CHECK_THROWS(ooc::detail::run_pipeline(
         plan, streams, options,
         [&](const ooc::Tile& tile) {
           if (tile.index == 40) throw std::runtime_error("bad tile");
@@ -228,7 +228,7 @@ TEST_CASE("results of tiles in flight when a run fails or is cancelled are all d
     CHECK(Counted::alive.load() == 0);
     std::atomic<bool> cancel{false};
     options.cancel = &cancel;
-    CHECK_THROWS_AS(ooc::run_pipeline(
+    CHECK_THROWS_AS(ooc::detail::run_pipeline(
                         plan, streams, options,
                         [&](const ooc::Tile& tile) {
                           if (tile.index == 30) cancel = true;
@@ -258,7 +258,7 @@ TEST_CASE("progress over a part of a plan counts that part's tiles and elements"
   std::vector<ooc::Progress> seen;
   options.on_progress = [&](const ooc::Progress& p) { seen.push_back(p); };
   ooc::detail::Streams streams(part, options);
-  ooc::run_pipeline(part, streams, options, [](const ooc::Tile&) { return 0; }, [](const ooc::Tile&, int&&) {});
+  ooc::detail::run_pipeline(part, streams, options, [](const ooc::Tile&) { return 0; }, [](const ooc::Tile&, int&&) {});
   REQUIRE(seen.size() == part.size());
   CHECK(seen.front().elements_done == 4 * ooc::kBlockElements);
   CHECK(seen.back().elements_done == part.elements());

@@ -8,6 +8,8 @@
 #include "ooc/scalar.hpp"
 #include "ooc/error.hpp"
 
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
+
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -2,6 +2,7 @@
 // `oocrun import`, and ooc::import_text / ooc::export_text on small files.
 
 #include "text/parse.hpp"
+#include "ooc/array_map.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/text.hpp"
 #include "test_support.hpp"

@@ -2,13 +2,17 @@
 /// Element types: the numpy dtypes ooc reads and writes, and the one dispatch point
 /// that turns a run-time dtype into a C++ type.
 
-#include <Eigen/Core>
-
 #include <bit>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
+
+// numpy's float16 is Eigen's; declared here, defined by <Eigen/Core> (which
+// <ooc/array_map.hpp> and <ooc/kernel.hpp> include), so that naming dtypes costs no Eigen.
+namespace Eigen {
+struct half;
+}
 
 namespace ooc {
 
@@ -71,10 +75,12 @@ OOC_DTYPE_TRAIT(std::uint8_t, unsigned_int)
 OOC_DTYPE_TRAIT(std::uint16_t, unsigned_int)
 OOC_DTYPE_TRAIT(std::uint32_t, unsigned_int)
 OOC_DTYPE_TRAIT(std::uint64_t, unsigned_int)
-OOC_DTYPE_TRAIT(half, floating)
 OOC_DTYPE_TRAIT(float, floating)
 OOC_DTYPE_TRAIT(double, floating)
 #undef OOC_DTYPE_TRAIT
+template <> struct dtype_traits<half> {  // half may be incomplete here: its size is numpy's
+  static constexpr DType dtype{Kind::floating, 2};
+};
 
 /// The native-order dtype of a C++ element type.
 template <class T> inline constexpr DType dtype_of = dtype_traits<T>::dtype;

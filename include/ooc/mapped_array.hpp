@@ -5,8 +5,6 @@
 #include "ooc/error.hpp"
 #include "ooc/shape.hpp"
 
-#include <Eigen/Core>
-
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -39,9 +37,6 @@ struct ElementRange {
   std::int64_t end = std::numeric_limits<std::int64_t>::max();
   std::int64_t size() const { return end - begin; }
 };
-
-template <class T> using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <class T> using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 namespace detail { class MappedArrayAccess; }
 
@@ -81,17 +76,13 @@ class MappedArray {
   void bytes() const&& = delete;
   void writable_bytes() && = delete;
 
-  /// The mapped elements as an Eigen array in memory order; T must be the array's
-  /// element type, the array must be in native byte order, and its data aligned for T
-  /// (np.save's files always are; a hand-made header may put the data anywhere).
-  template <class T> ConstArrayMap<T> values() const& {
-    check_view_type(dtype_of<T>);
-    return ConstArrayMap<T>(reinterpret_cast<const T*>(bytes().data()), window().size());
-  }
-  template <class T> ArrayMap<T> writable_values() & {
-    check_view_type(dtype_of<T>);
-    return ArrayMap<T>(reinterpret_cast<T*>(writable_bytes().data()), window().size());
-  }
+  /// The mapped elements as an Eigen array in memory order, ConstArrayMap<T> and
+  /// ArrayMap<T>; T must be the array's element type, the array must be in native byte
+  /// order, and its data aligned for T (np.save's files always are; a hand-made header
+  /// may put the data anywhere). Defined in <ooc/array_map.hpp> (included by
+  /// <ooc/kernel.hpp> and <ooc/ooc.hpp>), so that this header does not bring in Eigen.
+  template <class T> auto values() const&;
+  template <class T> auto writable_values() &;
   // A view of a temporary would outlive its mapping: keep the MappedArray in a variable.
   template <class T> void values() const&& = delete;
   template <class T> void writable_values() && = delete;

@@ -1,6 +1,8 @@
 #pragma once
-/// The one header users include.
+/// Every public header of ooc in one. A file that writes no kernel may include only what
+/// it uses and skip Eigen (README, "The C++ API"); ooc/internal/ is not API.
 
+#include "ooc/array_map.hpp"
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
 #include "ooc/journal.hpp"

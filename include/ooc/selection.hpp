@@ -75,11 +75,6 @@ std::string selection_summary(const MappedArray& array);
 /// dataset: a row of chunks, at least 2 MiB).
 std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes);
 
-namespace detail {
-/// The info of source[selection] (shape, order), without reading anything but index arrays.
-ArrayInfo selection_info(const ArrayInfo& source, const Selection& selection, const std::string& path);
-}  // namespace detail
-
 /// Gaps between selected runs up to this many bytes are read through (one span, one
 /// sequential stream); larger gaps are skipped (DESIGN.md: "Selections").
 inline constexpr std::int64_t kSelectionGapBytes = 16 * 1024;

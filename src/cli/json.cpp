@@ -1,5 +1,7 @@
 #include "cli/json.hpp"
 
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
+
 #include <cstdio>
 
 namespace ooc::cli {

@@ -5,10 +5,13 @@
 #include "ooc/text.hpp"
 
 #include "ooc/error.hpp"
+#include "ooc/internal/pipeline.hpp"
 #include "ooc/journal.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/tile_plan.hpp"
 #include "text/append_file.hpp"
+
+#include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
 
 #include <algorithm>
 #include <charconv>

@@ -87,8 +87,8 @@ class InstalledPackageTest(unittest.TestCase):
         np.save(path, array)
         return path
 
-    def app_sum(self, path):
-        result = run(self.app, path)
+    def app_sum(self, path, *kernel):
+        result = run(self.app, path, *kernel)
         self.assertEqual(result.returncode, 0, result.stderr)
         return json.loads(result.stdout)
 
@@ -114,6 +114,35 @@ class InstalledPackageTest(unittest.TestCase):
     def test_an_int32_sum_is_exact_in_int64(self):
         a = np.arange(-50_000, 150_000, dtype=np.int32) * 3
         self.assertEqual(self.app_sum(self.save("i4", a)), int(a.sum(dtype=np.int64)))
+
+    def test_ooc_adds_no_fwrapv_to_the_consumer_and_its_signed_overflow_traps(self):
+        commands = json.loads((self.consumer_build / "compile_commands.json").read_text())
+        for entry in commands:
+            command = entry.get("command") or " ".join(entry.get("arguments", []))
+            self.assertNotIn("-fwrapv", command)
+        trapped = run(self.app, "--overflow-traps")
+        self.assertLess(trapped.returncode, 0, "a signed overflow in the consumer did not trap: "
+                        "the wrap-around checks below would prove nothing")
+
+    def test_integer_sums_and_products_wrap_as_numpys_without_fwrapv(self):
+        # Reduced by ooc's templates instantiated in the consumer (no -fwrapv, overflow traps):
+        # numpy's int64 and uint64 sums and products wrap modulo 2**64.
+        cases = {
+            "i8_sum": np.array([2**62, 2**62, 2**62, -5, 2**63 - 1], dtype=np.int64),
+            "i8_min": np.array([-2**63, -2**63, -1], dtype=np.int64),
+            "i8_prod": np.array([3**20, 3**20, 7, -11], dtype=np.int64),
+            "u8_sum": np.array([2**64 - 1, 2**63, 2**63, 3], dtype=np.uint64),
+            "u8_prod": np.array([2**40, 2**30, 5], dtype=np.uint64),
+            "i1": np.array([127, 127, -128, 100] * 3000, dtype=np.int8),  # numpy sums int8 in int64
+            "i4_prod": np.array([2**20, 2**20, 2**20, 3], dtype=np.int32),  # int32 prod is int64's
+        }
+        for name, a in cases.items():
+            path = self.save(name, a)
+            with np.errstate(over="ignore"):
+                expected_sum, expected_prod = int(a.sum()), int(a.prod())
+            self.assertEqual(self.app_sum(path, "sum"), expected_sum, name)
+            self.assertEqual(self.app_sum(path, "prod"), expected_prod, name)
+            self.assertEqual(self.app_sum(path), expected_sum, name)
 
     def test_a_big_endian_float32_sum_is_numpys_float32(self):
         a = np.random.default_rng(8).standard_normal((300, 70)).astype(">f4")

@@ -1,4 +1,5 @@
 #pragma once
+/// INTERNAL: not part of ooc's API (installed for <ooc/kernels/reductions.hpp>'s Min/Max).
 /// The sign of a zero min/max as numpy 1.24 lands on it.
 ///
 /// -0.0 and 0.0 compare equal, so which of them np.min / np.max / np.nanmin / np.nanmax

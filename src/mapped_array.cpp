@@ -3,40 +3,22 @@
 #include "format/hdf5.hpp"
 #include "format/npy.hpp"
 #include "mapped_array_access.hpp"
-#include "os/direct_io.hpp"
 #include "os/file.hpp"
-#include "os/shrink_watch.hpp"
+#include "os/mapping.hpp"
 #include "ooc/selection.hpp"
+#include "pending_output.hpp"
 #include "selection_info.hpp"
 #include "tile_reader.hpp"
-
-#include <boost/interprocess/mapped_region.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <random>
+#include <variant>
 #include <vector>
 
-namespace bip = boost::interprocess;
-
 namespace ooc {
-namespace {
-
-// Lets Boost map the descriptor we already opened and validated, rather than opening
-// the path a second time (which could by then name a different file).
-struct DescriptorMapping {
-  int fd;
-  bip::mode_t mode;
-  bip::mapping_handle_t get_mapping_handle() const {
-    return bip::ipcdetail::mapping_handle_from_file_handle(fd);
-  }
-  bip::mode_t get_mode() const { return mode; }
-};
-
-}  // namespace
 
 std::int64_t ArrayInfo::size() const { return element_count(shape).value_or(0); }
 std::uint64_t ArrayInfo::nbytes() const {
@@ -47,36 +29,34 @@ struct MappedArray::Impl {
   std::string path;  // the name users know
   ArrayInfo info;
   bool writable = false;
+  // Members are destroyed bottom-up, the order teardown needs: the bytes let go of the
+  // file first (a mapping stops watching, then unmaps; a writer closes its HDF5 file),
+  // then the descriptor closes, and only then does an output never committed discard
+  // itself (deleting a hidden dataset reopens the file through HDF5).
+  detail::PendingOutput pending;  // empty unless an output awaits commit()
   os::UniqueFd fd;
-  ElementRange window{0, 0};  // the elements mapped (all of them when not mapped)
-  bip::mapped_region region;  // empty when the window holds no bytes or is not mapped
-  std::byte* data = nullptr;  // first byte of element window.begin
-  std::filesystem::path temp_path;  // a new file's temporary name until commit
-  std::unique_ptr<detail::TileReader> reader;  // for an array read tile by tile
-  std::unique_ptr<detail::TileWriter> writer;  // for an output written tile by tile (compressed HDF5)
   // When the bytes are another array's (a selection's source, the target of an HDF5
   // external link): its name, and its file when `fd` is not open on it.
   std::string source_path;
   os::UniqueFd source_fd;
-  os::ShrinkWatch watch;  // declared after region: stops watching before the unmap
-  // An output not yet committed: `publish` gives it its final name once the data is
-  // durable; `discard` removes every trace of it if that never happens.
-  std::function<void()> publish;
-  std::function<void()> discard;
+  ElementRange window{0, 0};  // the elements mapped (all of them when not mapped)
+  // Where the bytes are: a mapping of `window` (empty when it holds no bytes), a reader
+  // for an array read tile by tile, or a writer for an output written tile by tile
+  // (compressed HDF5).
+  std::variant<os::Mapping, std::unique_ptr<detail::TileReader>, std::unique_ptr<detail::TileWriter>> bytes;
 
-  ~Impl() {
-    writer.reset();  // lets go of the file before it is removed
-    if (discard) {
-      watch = os::ShrinkWatch();
-      region = bip::mapped_region();
-      fd = os::UniqueFd();
-      try {
-        discard();
-      } catch (...) {
-        // A destructor cannot report; what is left is a hidden temporary at worst.
-      }
-    }
+  const os::Mapping* mapping() const { return std::get_if<os::Mapping>(&bytes); }
+  os::Mapping* mapping() { return std::get_if<os::Mapping>(&bytes); }
+  detail::TileReader* reader() const {
+    const auto* reader = std::get_if<std::unique_ptr<detail::TileReader>>(&bytes);
+    return reader ? reader->get() : nullptr;
   }
+  detail::TileWriter* writer() const {
+    const auto* writer = std::get_if<std::unique_ptr<detail::TileWriter>>(&bytes);
+    return writer ? writer->get() : nullptr;
+  }
+  // The first byte of element window.begin; null when nothing is mapped.
+  std::byte* data() const { return mapping() ? mapping()->data() : nullptr; }
 
   // A writable array about to be created under `path`; the shape must fit in int64 bytes.
   static std::unique_ptr<Impl> output(const std::string& path, const std::string& format, DType dtype,
@@ -94,15 +74,10 @@ struct MappedArray::Impl {
   }
 
   // Creates the file as a temporary beside `final_path`: renamed over it on commit,
-  // removed if the array is dropped first.
+  // removed if the array is dropped first. `temp` receives its name.
   void create_beside(const std::string& final_path, std::filesystem::path& temp) {
     fd = os::create_temp_beside(final_path, temp);
-    temp_path = temp;
-    discard = [temp] { std::filesystem::remove(temp); };
-    publish = [temp, final_path] {
-      os::rename_file(temp, final_path);
-      os::sync_directory(std::filesystem::path(final_path).parent_path());
-    };
+    pending = detail::PendingOutput::new_file(temp, final_path);
   }
 
   // Opens the array `name` names and reads where its bytes are: everything map_file does
@@ -112,7 +87,7 @@ struct MappedArray::Impl {
   // The address of element `index` of the array, clamped to the mapped window.
   std::uintptr_t address_of(std::int64_t index) const {
     const std::int64_t at = std::clamp(index, window.begin, window.end) - window.begin;
-    return reinterpret_cast<std::uintptr_t>(data) +
+    return reinterpret_cast<std::uintptr_t>(data()) +
            static_cast<std::uintptr_t>(at) * static_cast<std::uintptr_t>(info.dtype.itemsize());
   }
 
@@ -124,19 +99,8 @@ struct MappedArray::Impl {
     window.begin = std::clamp<std::int64_t>(wanted.begin, 0, size);
     window.end = std::clamp<std::int64_t>(wanted.end, window.begin, size);
     const std::uint64_t item = static_cast<std::uint64_t>(info.dtype.itemsize());
-    const std::uint64_t bytes = static_cast<std::uint64_t>(window.size()) * item;
-    if (bytes == 0) return;  // mmap cannot map zero bytes; an empty window needs none
-    const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
-    // Boost maps from the page holding the first byte and hands back its exact address.
     const std::uint64_t offset = info.data_offset + static_cast<std::uint64_t>(window.begin) * item;
-    try {
-      region = bip::mapped_region(DescriptorMapping{fd.get(), mode}, mode, static_cast<bip::offset_t>(offset),
-                                  static_cast<std::size_t>(bytes));
-    } catch (const bip::interprocess_exception& e) {
-      throw Error(path, std::string("cannot map the data: ") + e.what());
-    }
-    data = static_cast<std::byte*>(region.get_address());
-    watch = os::ShrinkWatch(data, static_cast<std::size_t>(bytes), writable);
+    bytes = os::Mapping::map(fd.get(), offset, static_cast<std::size_t>(window.size()) * item, writable, path);
   }
 };
 
@@ -148,9 +112,9 @@ MappedArray::~MappedArray() = default;
 const ArrayInfo& MappedArray::info() const { return impl_->info; }
 const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
-bool MappedArray::mapped() const { return impl_->reader == nullptr; }
-bool MappedArray::pending() const { return static_cast<bool>(impl_->publish); }
-bool MappedArray::shrank() const { return impl_->watch.shrank(); }
+bool MappedArray::mapped() const { return impl_->reader() == nullptr; }
+bool MappedArray::pending() const { return static_cast<bool>(impl_->pending); }
+bool MappedArray::shrank() const { return impl_->mapping() && impl_->mapping()->shrank(); }
 
 void MappedArray::check_intact() const {
   if (shrank())
@@ -161,14 +125,14 @@ void MappedArray::check_intact() const {
 ElementRange MappedArray::window() const { return impl_->window; }
 
 std::span<const std::byte> MappedArray::bytes() const& {
-  if (impl_->reader)
+  if (impl_->reader())
     throw UsageError(impl_->path, "is read tile by tile, not mapped: use transform, reduce or for_each_tile");
-  return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
+  return {impl_->data(), static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
 std::span<std::byte> MappedArray::writable_bytes() & {
   if (!impl_->writable) throw UsageError(impl_->path, "array is mapped read-only");
-  return {impl_->data, static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
+  return {impl_->data(), static_cast<std::size_t>(impl_->window.size()) * static_cast<std::size_t>(dtype().itemsize())};
 }
 
 void MappedArray::check_view_type(DType wanted) const {
@@ -177,7 +141,7 @@ void MappedArray::check_view_type(DType wanted) const {
   if (!dtype().is_native())
     throw UsageError(path(), "array is in non-native byte order (" + dtype().descr() +
                                  "); read it through the pipeline, which converts");
-  if (reinterpret_cast<std::uintptr_t>(impl_->data) % static_cast<std::uintptr_t>(wanted.itemsize()) != 0)
+  if (reinterpret_cast<std::uintptr_t>(impl_->data()) % static_cast<std::uintptr_t>(wanted.itemsize()) != 0)
     throw UsageError(path(), "data at offset " + std::to_string(info().data_offset) + " is not aligned for " +
                                  wanted.name() + "; read it through the pipeline, which copies");
 }
@@ -186,15 +150,10 @@ void MappedArray::commit() {
   Impl& m = *impl_;
   if (!m.writable) return;
   check_intact();  // zeros stand where the file's bytes were: nothing of it may be kept
-  if (m.writer) m.writer->finish();
-  if (m.region.get_size() > 0 && !m.region.flush(0, 0, /*async=*/false))
-    throw Error(m.path, "flushing the mapped data failed");
+  if (detail::TileWriter* writer = m.writer()) writer->finish();
+  if (os::Mapping* mapping = m.mapping()) mapping->flush(m.path);
   os::sync_file(m.fd.get(), m.path);
-  if (m.publish) {
-    m.publish();
-    m.publish = nullptr;
-    m.discard = nullptr;
-  }
+  m.pending.publish();
 }
 
 namespace {
@@ -313,7 +272,7 @@ void MappedArray::Impl::open(const std::string& name, Access access) {
       source_fd = os::open_existing(target->file, false);
     }
     if (streamed) {
-      reader = hdf5::open_reader(file, dataset->dataset);
+      bytes = hdf5::open_reader(file, dataset->dataset);
       window = ElementRange{0, info.size()};  // read tile by tile, wherever the tiles are
     }
   } else if (hdf5::is_hdf5_file(file)) {
@@ -383,7 +342,7 @@ MappedArray map_file(const std::string& path, Access access, ElementRange window
   }
   auto impl = std::make_unique<MappedArray::Impl>();
   impl->open(path, access);
-  if (!impl->reader) impl->map(window);
+  if (!impl->reader()) impl->map(window);
   return MappedArray(std::move(impl));
 }
 
@@ -429,10 +388,8 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
     // Written under a hidden name inside the file and renamed when complete; the file's
     // other objects are never touched.
     const std::string temp = "/.ooc-" + random_suffix();
-    const std::string final_name = where->dataset;
-    impl->discard = [file, temp] { hdf5::delete_dataset(file, temp); };
+    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite);
     impl->info.data_offset = hdf5::create_dataset(file, temp, dtype, shape);
-    impl->publish = [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); };
     impl->fd = os::open_existing(file, true);
   } else {
     // A new file is built under a temporary name beside it and renamed when complete.
@@ -508,7 +465,7 @@ namespace detail {
 void MappedArrayAccess::advise(const MappedArray& array, std::int64_t begin, std::int64_t end,
                                os::Advice advice) {
   const MappedArray::Impl& m = *array.impl_;
-  if (m.data == nullptr) return;
+  if (m.data() == nullptr) return;
   const std::uintptr_t from = m.address_of(begin);
   const std::uintptr_t to = m.address_of(end);
   if (to <= from) return;
@@ -518,9 +475,9 @@ void MappedArrayAccess::advise(const MappedArray& array, std::int64_t begin, std
 void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t end,
                                           std::uintptr_t* mark) {
   const MappedArray::Impl& m = *array.impl_;
-  if (m.data == nullptr) return;
+  if (m.data() == nullptr) return;
   const std::uintptr_t page = os::page_size();
-  const auto base = reinterpret_cast<std::uintptr_t>(m.data);
+  const auto base = reinterpret_cast<std::uintptr_t>(m.data());
   const std::uintptr_t from = *mark != 0 ? *mark : base / page * page;
   const std::uintptr_t to = m.address_of(end) / page * page;
   if (to <= from) return;
@@ -528,8 +485,9 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   *mark = to;
 }
 
-TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader.get(); }
-TileWriter* MappedArrayAccess::writer(const MappedArray& array) { return array.impl_->writer.get(); }
+TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader(); }
+TileWriter* MappedArrayAccess::writer(const MappedArray& array) { return array.impl_->writer(); }
+const os::Mapping* MappedArrayAccess::mapping(const MappedArray& array) { return array.impl_->mapping(); }
 
 MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, DType dtype, const Shape& shape,
                                                      bool overwrite, const hdf5::Compression& how) {
@@ -548,15 +506,13 @@ MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, D
     if (!kind.empty() && !overwrite) throw UsageError(path, "dataset already exists (--overwrite replaces it)");
     // Written under a hidden name and renamed when complete, as an uncompressed output.
     const std::string temp = "/.ooc-" + random_suffix();
-    const std::string final_name = where->dataset;
-    impl->discard = [file, temp] { hdf5::delete_dataset(file, temp); };
-    impl->writer = hdf5::create_compressed(file, temp, dtype, shape, how);
-    impl->publish = [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); };
+    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite);
+    impl->bytes = hdf5::create_compressed(file, temp, dtype, shape, how);
     impl->fd = os::open_existing(file, true);
   } else {
     std::filesystem::path temp;
     impl->create_beside(file, temp);
-    impl->writer = hdf5::create_compressed(temp.string(), where->dataset, dtype, shape, how);
+    impl->bytes = hdf5::create_compressed(temp.string(), where->dataset, dtype, shape, how);
   }
   impl->window = ElementRange{0, impl->info.size()};
   return MappedArray(std::move(impl));
@@ -569,7 +525,7 @@ MappedArray MappedArrayAccess::read_by(std::string path, ArrayInfo info, std::st
   impl->source_path = std::move(source);
   impl->info = std::move(info);
   impl->fd = std::move(fd);
-  impl->reader = std::move(reader);
+  impl->bytes = std::move(reader);
   impl->window = ElementRange{0, impl->info.size()};
   return MappedArray(std::move(impl));
 }
@@ -581,28 +537,17 @@ MappedArrayAccess::Source MappedArrayAccess::source(const MappedArray& array) {
   return {m.source_path.empty() ? m.path : m.source_path, m.source_fd ? m.source_fd.get() : m.fd.get()};
 }
 
-std::optional<os::UniqueFd> MappedArrayAccess::reopen_direct(const MappedArray& array, bool writable) {
-  return os::reopen_direct(array.impl_->fd.get(), writable);
-}
-
-std::byte* MappedArrayAccess::writable_data(const MappedArray& array) { return array.impl_->data; }
-
-double MappedArrayAccess::cached_fraction(const MappedArray& array) {
-  const MappedArray::Impl& m = *array.impl_;
-  return m.data ? os::cached_fraction(m.data, m.region.get_size()) : 1.0;
-}
-
 void MappedArrayAccess::sync(const MappedArray& array, std::int64_t begin, std::int64_t end) {
   const MappedArray::Impl& m = *array.impl_;
-  if (!m.writable || m.data == nullptr || end <= begin) return;
+  if (!m.writable || m.data() == nullptr || end <= begin) return;
   const std::size_t item = static_cast<std::size_t>(m.info.dtype.itemsize());
-  os::sync_range(m.data + static_cast<std::size_t>(begin) * item, static_cast<std::size_t>(end - begin) * item,
+  os::sync_range(m.data() + static_cast<std::size_t>(begin) * item, static_cast<std::size_t>(end - begin) * item,
                  m.path);
 }
 
 void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t begin, std::int64_t end) {
   const MappedArray::Impl& m = *array.impl_;
-  if (!m.writable || m.data == nullptr || end <= begin) return;
+  if (!m.writable || m.data() == nullptr || end <= begin) return;
   const auto item = static_cast<std::uint64_t>(m.info.dtype.itemsize());
   // Whole pages only: the next tile's kernel may be writing the last, shared one.
   const std::uint64_t page = os::page_size();
@@ -611,9 +556,11 @@ void MappedArrayAccess::start_writeback(const MappedArray& array, std::int64_t b
   if (last > first) os::start_writeback(m.fd.get(), first, last - first);
 }
 
-std::string MappedArrayAccess::output_target(const std::string& path) { return ooc::output_target(path); }
+std::string output_target(const std::string& path) { return ooc::output_target(path); }
 
-std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) { return array.impl_->temp_path; }
+std::filesystem::path MappedArrayAccess::pending_path(const MappedArray& array) {
+  return array.impl_->pending.temp_file();
+}
 
 MappedArray MappedArrayAccess::map_output_part(const std::filesystem::path& temp, const std::string& final_path,
                                                ElementRange window) {

@@ -1,14 +1,15 @@
 #pragma once
 // What the pipeline and the in-place journal need of a MappedArray beyond its public
-// face: page advice over element ranges, syncing, the file descriptor.
+// face: its pieces (the descriptor, the mapping, the tile reader or writer, the pending
+// output's temporary file), page advice and syncing over element ranges, and the
+// factories for arrays the public functions do not make.
 
 #include "format/hdf5.hpp"
 #include "ooc/mapped_array.hpp"
 #include "os/file.hpp"
+#include "os/mapping.hpp"
 #include "os/memory.hpp"
 #include "tile_reader.hpp"
-
-#include <optional>
 
 #include <filesystem>
 #include <string>
@@ -27,10 +28,12 @@ class MappedArrayAccess {
   static TileReader* reader(const MappedArray& array);
   /// The writer of an output that is not mapped (a compressed HDF5 dataset), or null.
   static TileWriter* writer(const MappedArray& array);
-  /// The descriptor the array was opened and mapped from (locks, identity, fsync), and
-  /// the same file opened again with O_DIRECT (nothing where the file system refuses).
+  /// The mapping of a mapped array (empty when its window holds no bytes), or null for
+  /// an array read or written tile by tile.
+  static const os::Mapping* mapping(const MappedArray& array);
+  /// The descriptor the array was opened and mapped from (locks, identity, fsync,
+  /// os::reopen_direct).
   static int fd(const MappedArray& array);
-  static std::optional<os::UniqueFd> reopen_direct(const MappedArray& array, bool writable);
   /// The array whose bytes these are, as an in-place run on them would name it, and a
   /// descriptor of its file: the array itself, a selection's source, or the dataset an
   /// HDF5 external link leads to. Readers lock that file and look for that array's journal.
@@ -39,10 +42,6 @@ class MappedArrayAccess {
     int fd;
   };
   static Source source(const MappedArray& array);
-  /// The mapped bytes of a writable array (no check: the pipeline checked it).
-  static std::byte* writable_data(const MappedArray& array);
-  /// How much of the array's mapping is in the page cache (0..1).
-  static double cached_fraction(const MappedArray& array);
   /// Writes the elements [begin, end) of a writable array to disk and waits.
   static void sync(const MappedArray& array, std::int64_t begin, std::int64_t end);
   /// Starts writing elements [begin, end) of a writable mapped array to disk, not waiting.
@@ -62,11 +61,12 @@ class MappedArrayAccess {
   /// Maps `window` of the pending output `temp` that another process created (an MPI
   /// rank's part of it) for writing; errors name `final_path`. The file stays its
   /// creator's to rename or remove: commit() only flushes and fsyncs.
-  /// Where an output named `path` is written: through symbolic links to the file they
-  /// name; refused for a directory, a device, a FIFO or a socket (as create_npy refuses).
-  static std::string output_target(const std::string& path);
   static MappedArray map_output_part(const std::filesystem::path& temp, const std::string& final_path,
                                      ElementRange window);
 };
+
+/// Where an output named `path` is written: through symbolic links to the file they
+/// name; refused for a directory, a device, a FIFO or a socket (as create_npy refuses).
+std::string output_target(const std::string& path);
 
 }  // namespace ooc::detail

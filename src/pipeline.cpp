@@ -94,7 +94,7 @@ struct Streams::Impl {
     // Automatic: a cold file larger than this process's memory cannot stay cached anyway,
     // and O_DIRECT reads it about twice as fast as page faults and readahead do.
     return array.nbytes() > os::memory_limit() &&
-           MappedArrayAccess::cached_fraction(array) < 0.5;
+           MappedArrayAccess::mapping(array)->cached_fraction() < 0.5;
   }
 };
 
@@ -113,7 +113,7 @@ void Streams::add_input(const MappedArray& array) {
   if (!array.mapped()) {
     s.reader = MappedArrayAccess::reader(array);
   } else if (impl_->read_directly(array)) {
-    if (auto fd = MappedArrayAccess::reopen_direct(array, false)) {
+    if (auto fd = os::reopen_direct(MappedArrayAccess::fd(array), false)) {
       s.own_reader = std::make_unique<os::DirectReader>(std::move(*fd), array.info().data_offset,
                                                         array.dtype().itemsize(), array.path());
       s.reader = s.own_reader.get();
@@ -137,7 +137,7 @@ void Streams::add_output(const MappedArray& array) {
   const bool direct = !in_place && whole && array.pending() && impl_->io != Io::mapped && array.nbytes() > 0 &&
                       (impl_->io == Io::direct || array.nbytes() >= kDirectOutputMinBytes);
   if (!direct) return;
-  if (auto fd = MappedArrayAccess::reopen_direct(array, true)) {
+  if (auto fd = os::reopen_direct(MappedArrayAccess::fd(array), true)) {
     s.writer = std::make_unique<os::DirectWriter>(std::move(*fd), MappedArrayAccess::fd(array),
                                                   array.info().data_offset, array.dtype().itemsize(), array.path());
     impl_->make_buffers(s);
@@ -155,7 +155,7 @@ const std::byte* Streams::input(const MappedArray& array, const Tile& tile) cons
 std::byte* Streams::output(const MappedArray& array, const Tile& tile) const {
   const Impl::Stream& s = impl_->find(array);
   if (s.writer || s.sink) return const_cast<std::byte*>(s.starts[tile.index % impl_->slots]);
-  return MappedArrayAccess::writable_data(array) +
+  return MappedArrayAccess::mapping(array)->data() +
          static_cast<std::size_t>(tile.begin - array.window().begin) * static_cast<std::size_t>(array.dtype().itemsize());
 }
 

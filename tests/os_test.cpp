@@ -1,8 +1,9 @@
-// src/os: file descriptors, temporaries, pre-allocation, syncing, and madvise.
+// src/os: file descriptors, temporaries, pre-allocation, syncing, mappings, and madvise.
 
 #include "ooc/error.hpp"
 #include "os/direct_io.hpp"
 #include "os/file.hpp"
+#include "os/mapping.hpp"
 #include "os/memory.hpp"
 
 #include "test_support.hpp"
@@ -95,6 +96,68 @@ TEST_CASE("rename and sync put a finished file in place") {
   CHECK(std::filesystem::exists(dir.file("out.npy")));
   CHECK_FALSE(std::filesystem::exists(temp));
   CHECK_THROWS_AS(ooc::os::rename_file(temp, dir.file("again.npy")), ooc::Error);
+}
+
+TEST_CASE("a Mapping maps the file its descriptor is open on, even once its name is another file's or gone") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.bin");
+  std::ofstream(path) << "0123456789";
+  const auto fd = ooc::os::open_existing(path, false);
+  // Another process puts a different file under the name, then removes it.
+  std::ofstream(dir.file("b.bin")) << "abcdefghij";
+  ooc::os::rename_file(dir.file("b.bin"), path);
+  {
+    const auto m = ooc::os::Mapping::map(fd.get(), 3, 5, false, path);
+    CHECK(std::string(reinterpret_cast<const char*>(m.data()), m.size()) == "34567");
+    CHECK_FALSE(m.writable());
+  }
+  ooc::os::remove_file(path);
+  const auto m = ooc::os::Mapping::map(fd.get(), 0, 2, false, path);
+  CHECK(std::string(reinterpret_cast<const char*>(m.data()), m.size()) == "01");
+}
+
+TEST_CASE("a writable Mapping writes through to the file, and needs a descriptor open for writing") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.bin");
+  std::ofstream(path) << "0123456789";
+  {
+    const auto read_only = ooc::os::open_existing(path, false);
+    CHECK_THROWS_WITH_AS(ooc::os::Mapping::map(read_only.get(), 0, 4, true, path),
+                         doctest::Contains("a.bin: cannot map the data for writing: the file is open read-only"),
+                         ooc::Error);
+  }
+  const auto fd = ooc::os::open_existing(path, true);
+  auto m = ooc::os::Mapping::map(fd.get(), 2, 3, true, path);
+  CHECK(m.writable());
+  std::memcpy(m.data(), "xyz", 3);
+  m.flush(path);
+  char back[11] = {};
+  CHECK(ooc::os::read_at(fd.get(), back, 10, 0, path) == 10);
+  CHECK(std::string(back) == "01xyz56789");
+}
+
+TEST_CASE("zero bytes map nothing, and a moved Mapping keeps its bytes and its watch") {
+  ScratchDir dir;
+  const std::size_t page = ooc::os::page_size();
+  const std::string path = dir.file("a.bin");
+  std::ofstream(path) << std::string(4 * page, 'a');
+  const auto fd = ooc::os::open_existing(path, false);
+  const auto none = ooc::os::Mapping::map(fd.get(), 0, 0, false, path);
+  CHECK(none.data() == nullptr);
+  CHECK(none.size() == 0);
+  CHECK(none.cached_fraction() == 1.0);
+  auto m = ooc::os::Mapping::map(fd.get(), 0, 4 * page, false, path);
+  const std::byte* address = m.data();
+  REQUIRE(::truncate(path.c_str(), static_cast<off_t>(page)) == 0);
+  ooc::os::Mapping moved = std::move(m);
+  CHECK(m.data() == nullptr);  // NOLINT(bugprone-use-after-move): moved-from maps nothing
+  CHECK(moved.data() == address);
+  CHECK(static_cast<const volatile std::byte*>(moved.data())[3 * page] == std::byte{0});  // no SIGBUS
+  CHECK(moved.shrank());
+  CHECK_FALSE(m.shrank());
+  moved = ooc::os::Mapping();
+  CHECK(moved.data() == nullptr);
+  CHECK_FALSE(moved.shrank());
 }
 
 TEST_CASE("dont_need drops only whole pages inside the range; will_need keeps the data") {

@@ -20,7 +20,7 @@ namespace ooc::text {
 class AppendFile {
  public:
   AppendFile(const std::string& final_path, const std::string& shown) : shown_(shown) {
-    target_ = detail::MappedArrayAccess::output_target(final_path);
+    target_ = detail::output_target(final_path);
     fd_ = os::create_temp_beside(target_, temp_);
   }
   ~AppendFile() {

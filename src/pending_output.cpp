@@ -1,0 +1,66 @@
+#include "pending_output.hpp"
+
+#include "format/hdf5.hpp"
+#include "os/file.hpp"
+
+#include <utility>
+
+namespace ooc::detail {
+
+PendingOutput::PendingOutput(std::filesystem::path temp_file, std::function<void()> publish,
+                             std::function<void()> discard)
+    : temp_file_(std::move(temp_file)), publish_(std::move(publish)), discard_(std::move(discard)) {}
+
+PendingOutput PendingOutput::new_file(std::filesystem::path temp, std::string final_path) {
+  return PendingOutput(
+      temp,
+      [temp, final_path] {
+        os::rename_file(temp, final_path);
+        os::sync_directory(std::filesystem::path(final_path).parent_path());
+      },
+      [temp] { std::filesystem::remove(temp); });
+}
+
+PendingOutput PendingOutput::hidden_dataset(std::string file, std::string temp, std::string final_name,
+                                            bool overwrite) {
+  return PendingOutput(
+      {}, [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); },
+      [file, temp] { hdf5::delete_dataset(file, temp); });
+}
+
+PendingOutput::PendingOutput(PendingOutput&& other) noexcept
+    : temp_file_(std::exchange(other.temp_file_, {})),
+      publish_(std::exchange(other.publish_, nullptr)),
+      discard_(std::exchange(other.discard_, nullptr)) {}
+
+PendingOutput& PendingOutput::operator=(PendingOutput&& other) noexcept {
+  if (this != &other) {
+    discard();
+    temp_file_ = std::exchange(other.temp_file_, {});
+    publish_ = std::exchange(other.publish_, nullptr);
+    discard_ = std::exchange(other.discard_, nullptr);
+  }
+  return *this;
+}
+
+void PendingOutput::publish() {
+  if (!publish_) return;
+  publish_();
+  publish_ = nullptr;  // published: nothing left to discard
+  discard_ = nullptr;
+  temp_file_.clear();
+}
+
+void PendingOutput::discard() noexcept {
+  if (!discard_) return;
+  const std::function<void()> remove = std::exchange(discard_, nullptr);
+  publish_ = nullptr;
+  temp_file_.clear();
+  try {
+    remove();
+  } catch (...) {
+    // A destructor cannot report; what is left is a hidden temporary at worst.
+  }
+}
+
+}  // namespace ooc::detail

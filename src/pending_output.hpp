@@ -1,0 +1,53 @@
+#pragma once
+// An output written under a temporary name and given its final one only once complete.
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace ooc::detail {
+
+/// One owner for an output not yet committed: its temporary name, how to publish it
+/// under its final name once the data is durable, and how to remove every trace of it
+/// if that never happens. Move-only; destroyed unpublished, it discards the output (a
+/// run that failed or was interrupted leaves no partial file under the final name).
+class PendingOutput {
+ public:
+  /// Nothing pending: an array opened in place, or an output already published.
+  PendingOutput() = default;
+  /// A new file at `temp` (from os::create_temp_beside), renamed over `final_path`
+  /// (and the directory synced) on publish, removed on discard.
+  static PendingOutput new_file(std::filesystem::path temp, std::string final_path);
+  /// A dataset written under the hidden name `temp` inside the existing HDF5 `file`,
+  /// moved to `final_name` on publish (replacing a dataset of that name when
+  /// `overwrite`), deleted on discard.
+  static PendingOutput hidden_dataset(std::string file, std::string temp, std::string final_name, bool overwrite);
+
+  PendingOutput(PendingOutput&& other) noexcept;
+  PendingOutput& operator=(PendingOutput&& other) noexcept;
+  PendingOutput(const PendingOutput&) = delete;
+  PendingOutput& operator=(const PendingOutput&) = delete;
+  ~PendingOutput() { discard(); }
+
+  /// True until publish() or discard().
+  explicit operator bool() const { return static_cast<bool>(publish_); }
+  /// The temporary file of a new_file output (what another process maps to write its
+  /// part of it); empty for a hidden dataset or when nothing is pending.
+  const std::filesystem::path& temp_file() const { return temp_file_; }
+
+  /// Gives the output its final name; the caller made its data durable first. Throws
+  /// ooc::Error if that fails, and the output stays pending.
+  void publish();
+  /// Removes the output, if still pending. Errors are swallowed: this runs in
+  /// destructors, and what is left at worst is a hidden temporary.
+  void discard() noexcept;
+
+ private:
+  PendingOutput(std::filesystem::path temp_file, std::function<void()> publish, std::function<void()> discard);
+
+  std::filesystem::path temp_file_;
+  std::function<void()> publish_;
+  std::function<void()> discard_;
+};
+
+}  // namespace ooc::detail

@@ -33,7 +33,7 @@ std::uint64_t parse_size(std::string_view text) {
   std::uint64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value == 0)
-    throw std::invalid_argument("--tile-bytes wants a positive number of bytes, not '" + std::string(text) + "'");
+    throw ooc::UsageError("--tile-bytes wants a positive number of bytes, not '" + std::string(text) + "'");
   return value;
 }
 
@@ -50,9 +50,9 @@ int main(int argc, char** argv) {
       if (arg == "--tile-bytes" && i + 1 < argc) options.tile_bytes = parse_size(argv[++i]);
       else args.emplace_back(arg);
     }
-    if (args.size() != 3) throw std::invalid_argument("expected IN OUT C");
+    if (args.size() != 3) throw ooc::UsageError("expected IN OUT C");
     constant = ooc::kernels::PyScalar::parse(args[2]);
-  } catch (const std::invalid_argument& e) {
+  } catch (const ooc::UsageError& e) {  // what PyScalar::parse throws for a bad C, too
     std::cerr << "add_constant: " << e.what() << " (" << usage << ")\n";
     return 2;
   }

@@ -28,7 +28,7 @@ namespace ooc::kernels {
 
 int normalize_axis(int axis, int ndim) {
   if (axis < -ndim || axis >= ndim)
-    throw UsageError("", "axis " + std::to_string(axis) + " is out of bounds for array of dimension " +
+    throw UsageError("axis " + std::to_string(axis) + " is out of bounds for array of dimension " +
                              std::to_string(ndim));
   return axis < 0 ? axis + ndim : axis;
 }
@@ -378,7 +378,7 @@ DType ReduceOp::result_dtype(DType input) const {
     case Code::any: case Code::all:
       return DType(Kind::boolean, 1);
     case Code::histogram: default:
-      throw UsageError("", "histogram has no single result dtype");
+      throw UsageError("histogram has no single result dtype");
   }
 }
 

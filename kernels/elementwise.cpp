@@ -58,7 +58,7 @@ int category(Kind kind) {
 PyScalar PyScalar::parse(std::string_view text) {
   PyScalar s;
   const std::string str(text);
-  if (str.empty()) throw std::invalid_argument("empty constant");
+  if (str.empty()) throw UsageError("empty constant");
   std::size_t digits_from = (str[0] == '-' || str[0] == '+') ? 1 : 0;
   const bool integer = str.size() > digits_from &&
                        str.find_first_not_of("0123456789", digits_from) == std::string::npos;
@@ -69,20 +69,20 @@ PyScalar PyScalar::parse(std::string_view text) {
     char* end = nullptr;
     if (s.negative) {
       s.int_value = std::strtoll(str.c_str(), &end, 10);
-      if (errno == ERANGE) throw std::invalid_argument("constant " + str + " is below int64's range");
+      if (errno == ERANGE) throw UsageError("constant " + str + " is below int64's range");
       if (s.int_value == 0) s.negative = false;  // "-0" is the integer 0
     } else {
       s.uint_value = std::strtoull(str.c_str() + digits_from, &end, 10);
-      if (errno == ERANGE) throw std::invalid_argument("constant " + str + " is above uint64's range");
+      if (errno == ERANGE) throw UsageError("constant " + str + " is above uint64's range");
     }
     return s;
   }
   if (str.find_first_of("xXpP") != std::string::npos)
-    throw std::invalid_argument("'" + str + "' is not a number");
+    throw UsageError("'" + str + "' is not a number");
   char* end = nullptr;
   s.is_integer = false;
   s.float_value = std::strtod(str.c_str(), &end);
-  if (end != str.c_str() + str.size()) throw std::invalid_argument("'" + str + "' is not a number");
+  if (end != str.c_str() + str.size()) throw UsageError("'" + str + "' is not a number");
   return s;
 }
 
@@ -157,7 +157,7 @@ bool scalars_count_by_value(std::span<const Operand> operands) {
 }  // namespace
 
 DType result_type(std::span<const Operand> operands) {
-  if (operands.empty()) throw std::invalid_argument("result_type of nothing");
+  if (operands.empty()) throw std::logic_error("result_type of nothing");
   const bool by_value = scalars_count_by_value(operands);
   DType ret = operands[0].dtype;
   bool ret_small = false;
@@ -249,7 +249,7 @@ DType loop_dtype(Ufunc f, std::span<const Operand> operands) {
   switch (f) {
     case Ufunc::negative:
       if (first.kind() == Kind::boolean)
-        throw UsageError("", "numpy boolean negative, the `-` operator, is not supported, use the `~` operator "
+        throw UsageError("numpy boolean negative, the `-` operator, is not supported, use the `~` operator "
                              "or the logical_not function instead");
       return first;
     case Ufunc::absolute:
@@ -269,7 +269,7 @@ DType loop_dtype(Ufunc f, std::span<const Operand> operands) {
     case Ufunc::subtract: {
       const DType t = result_type(operands);
       if (t.kind() == Kind::boolean)
-        throw UsageError("", "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
+        throw UsageError("numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
                              "the `^` operator, or the logical_xor function instead");
       return t;
     }
@@ -278,7 +278,7 @@ DType loop_dtype(Ufunc f, std::span<const Operand> operands) {
       if (t.kind() == Kind::signed_int)
         for (const Operand& op : operands.subspan(1))
           if (op.scalar && op.value.is_integer && op.value.negative)
-            throw UsageError("", "Integers to negative integer powers are not allowed.");
+            throw UsageError("Integers to negative integer powers are not allowed.");
       return t;
     }
     default:
@@ -511,12 +511,12 @@ ElementwiseOp ElementwiseOp::parse(std::string_view spec) {
     return op;
   }
   if (name == "cast") {
-    if (given != 1) throw UsageError("", "operation '" + op.spec_ + "' needs a dtype, as in cast:float32");
+    if (given != 1) throw UsageError("operation '" + op.spec_ + "' needs a dtype, as in cast:float32");
     op.cast_ = true;
     try {
       op.cast_to_ = DType::from_numpy(parts[1]);  // astype keeps the byte order asked for
-    } catch (const std::invalid_argument& e) {
-      throw UsageError("", "operation '" + op.spec_ + "': " + e.what() +
+    } catch (const UsageError& e) {
+      throw UsageError("operation '" + op.spec_ + "': " + e.problem() +
                                " (known: bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
                                "float16, float32, float64, and numpy's other names and codes for them)");
     }
@@ -526,16 +526,16 @@ ElementwiseOp ElementwiseOp::parse(std::string_view spec) {
     if (known.name != name) continue;
     op.ufunc_ = known.ufunc;
     if (static_cast<int>(given) != known.constants) {
-      if (known.constants == 0) throw UsageError("", "operation '" + op.spec_ + "' takes no constant");
-      throw UsageError("", "operation '" + op.spec_ + "' needs " +
+      if (known.constants == 0) throw UsageError("operation '" + op.spec_ + "' takes no constant");
+      throw UsageError("operation '" + op.spec_ + "' needs " +
                                (known.constants == 1 ? "a constant, as in " + std::string(name) + ":2"
                                                      : "two constants, as in " + std::string(name) + ":0:1"));
     }
     for (std::size_t i = 1; i < parts.size(); ++i) {
       try {
         op.constants_.push_back(PyScalar::parse(parts[i]));
-      } catch (const std::invalid_argument& e) {
-        throw UsageError("", "operation '" + op.spec_ + "': " + e.what());
+      } catch (const UsageError& e) {
+        throw UsageError("operation '" + op.spec_ + "': " + e.problem());
       }
     }
     if (op.ufunc_ == Ufunc::clip) {
@@ -548,7 +548,7 @@ ElementwiseOp ElementwiseOp::parse(std::string_view spec) {
     }
     return op;
   }
-  throw UsageError("", "unknown operation '" + op.spec_ + "' (known: " + std::string(kKnownOperations) + ")");
+  throw UsageError("unknown operation '" + op.spec_ + "' (known: " + std::string(kKnownOperations) + ")");
 }
 
 DType ElementwiseOp::result_dtype(DType input, int ndim) const {
@@ -558,7 +558,7 @@ DType ElementwiseOp::result_dtype(DType input, int ndim) const {
   try {
     return output_dtype(ufunc_, loop_dtype(ufunc_, operands));
   } catch (const UsageError& e) {
-    throw UsageError("", spec_ + " of " + input.name() + ": " + e.problem());
+    throw UsageError(spec_ + " of " + input.name() + ": " + e.problem());
   }
 }
 

@@ -81,7 +81,7 @@ struct Node {
   std::string before(text.substr(0, static_cast<std::size_t>(std::max(0, column - 1))));
   while (!before.empty() && before.back() == ' ') before.pop_back();
   const std::string after(text.substr(std::min(text.size(), static_cast<std::size_t>(std::max(0, column - 1)))));
-  throw UsageError("", "eval: " + before + (before.empty() ? "^" : " ^") + after + " " + message + " at column " +
+  throw UsageError("eval: " + before + (before.empty() ? "^" : " ^") + after + " " + message + " at column " +
                            std::to_string(column));
 }
 
@@ -274,8 +274,8 @@ class Parser {
       n.python = true;
       try {
         n.value = PyScalar::parse(t.text);
-      } catch (const std::invalid_argument& e) {
-        fail_at(text_, t.column, std::string("bad number: ") + e.what());
+      } catch (const UsageError& e) {
+        fail_at(text_, t.column, "bad number: " + e.problem());
       }
       return add(std::move(n));
     }
@@ -892,7 +892,7 @@ void Expression::Impl::evaluate_range(std::int64_t begin, std::int64_t end, Emit
             try {
               run_loop(node.ufunc, node.loop, std::span<const LoopInput>(inputs.data(), node.args.size()), out, n);
             } catch (const std::domain_error& e) {
-              throw Error("", "eval: " + std::string(e.what()));
+              throw Error("eval: " + std::string(e.what()));
             }
           } else {
             const std::size_t item = static_cast<std::size_t>(node.dtype.itemsize());
@@ -1002,7 +1002,7 @@ std::vector<std::byte> Expression::evaluate(const PipelineOptions& options) cons
 
 Scalar Expression::reduce(const PipelineOptions& options) const {
   const Impl& impl = *impl_;
-  if (!impl.reduction) throw UsageError("", "eval: the expression has no outermost reduction");
+  if (!impl.reduction) throw UsageError("eval: the expression has no outermost reduction");
   Run run(impl, options);
   return impl.reduction->with_kernel(impl.shape, impl.order, [&](const auto& kernel) -> Scalar {
     using Kernel = std::decay_t<decltype(kernel)>;

@@ -201,18 +201,18 @@ ReduceOp ReduceOp::parse(std::string_view name, Params params) {
   const auto known = std::find_if(std::begin(kReductions), std::end(kReductions),
                                   [&](const NamedReduction& r) { return r.name == name; });
   if (known == std::end(kReductions))
-    throw UsageError("", "unknown reduction '" + op.name_ + "' (known: " + std::string(kKnownReductions) + ")");
+    throw UsageError("unknown reduction '" + op.name_ + "' (known: " + std::string(kKnownReductions) + ")");
   op.code_ = known->code;
-  if (params.ddof < 0) throw UsageError("", "--ddof must not be negative");
+  if (params.ddof < 0) throw UsageError("--ddof must not be negative");
   if (op.code_ == Code::histogram) {
-    if (params.bins <= 0) throw UsageError("", "histogram: `bins` must be positive, when an integer");
+    if (params.bins <= 0) throw UsageError("histogram: `bins` must be positive, when an integer");
     if (params.range) {
       const double lo = params.range->first.as_double(), hi = params.range->second.as_double();
       if (!std::isfinite(lo) || !std::isfinite(hi))
-        throw UsageError("", "histogram: supplied range of [" + format_float(lo, 8) + ", " + format_float(hi, 8) +
+        throw UsageError("histogram: supplied range of [" + format_float(lo, 8) + ", " + format_float(hi, 8) +
                                  "] is not finite");
       if (compare_bounds(params.range->first, params.range->second) > 0)
-        throw UsageError("", "histogram: max must be larger than min in range parameter.");
+        throw UsageError("histogram: max must be larger than min in range parameter.");
     }
   }
   return op;

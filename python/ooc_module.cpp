@@ -57,25 +57,25 @@ struct CallOptions {
 
 CallOptions call_options(int threads, const py::object& tile_bytes, const std::string& io, int prefetch) {
   CallOptions options;
-  if (threads < 0) throw ooc::UsageError("", "threads must be 0 (every core) or more, not " + std::to_string(threads));
+  if (threads < 0) throw ooc::UsageError("threads must be 0 (every core) or more, not " + std::to_string(threads));
   options.threads = threads;
   if (py::isinstance<py::str>(tile_bytes)) {
     try {
       options.tile_bytes = ooc::cli::parse_size(tile_bytes.cast<std::string>());
-    } catch (const std::invalid_argument& e) {
-      throw ooc::UsageError("", std::string("tile_bytes: ") + e.what());
+    } catch (const ooc::UsageError& e) {
+      throw ooc::UsageError("tile_bytes: " + e.problem());
     }
   } else {
     const long long value = tile_bytes.cast<long long>();
-    if (value < 0) throw ooc::UsageError("", "tile_bytes must be positive");
+    if (value < 0) throw ooc::UsageError("tile_bytes must be positive");
     options.tile_bytes = static_cast<std::uint64_t>(value);
   }
-  if (options.tile_bytes == 0) throw ooc::UsageError("", "tile_bytes must be positive");
+  if (options.tile_bytes == 0) throw ooc::UsageError("tile_bytes must be positive");
   if (io == "auto") options.io = ooc::Io::automatic;
   else if (io == "mmap") options.io = ooc::Io::mapped;
   else if (io == "direct") options.io = ooc::Io::direct;
-  else throw ooc::UsageError("", "io must be 'auto', 'mmap' or 'direct', not '" + io + "'");
-  if (prefetch < 0) throw ooc::UsageError("", "prefetch must be 0 or more");
+  else throw ooc::UsageError("io must be 'auto', 'mmap' or 'direct', not '" + io + "'");
+  if (prefetch < 0) throw ooc::UsageError("prefetch must be 0 or more");
   options.prefetch = prefetch;
   return options;
 }
@@ -354,7 +354,7 @@ py::object reduce_axis(const Source& source, const std::string& name, std::int64
   params.ddof = ddof;
   const auto op = ooc::kernels::ReduceOp::parse(name, params);
   if (op.code() == ooc::kernels::ReduceOp::Code::histogram)
-    throw ooc::UsageError("", "histogram takes no axis (numpy's has none)");
+    throw ooc::UsageError("histogram takes no axis (numpy's has none)");
   ooc::Shape shape;
   ooc::DType dtype = ooc::dtype_of<double>;
   ooc::Order order = ooc::Order::c;
@@ -404,7 +404,7 @@ py::tuple histogram(const Source& source, std::int64_t bins, const py::object& r
   params.bins = bins;
   if (!range.is_none()) {
     const py::sequence bounds = range.cast<py::sequence>();
-    if (bounds.size() != 2) throw ooc::UsageError("", "histogram: range must be (lo, hi)");
+    if (bounds.size() != 2) throw ooc::UsageError("histogram: range must be (lo, hi)");
     params.range = {python_number(bounds[0]), python_number(bounds[1])};
   }
   const auto op = ooc::kernels::ReduceOp::parse("histogram", params);
@@ -428,8 +428,8 @@ py::tuple histogram(const Source& source, std::int64_t bins, const py::object& r
 std::string apply(const std::string& spec, const Source& source, const std::optional<std::string>& out,
                   bool in_place, bool journal, bool overwrite, const CallOptions& call, const py::object& progress) {
   const auto op = ooc::kernels::ElementwiseOp::parse(spec);
-  if (in_place == out.has_value()) throw ooc::UsageError("", "apply needs out=PATH or inplace=True (one of them)");
-  if (!in_place && !journal) throw ooc::UsageError("", "journal=False goes with inplace=True");
+  if (in_place == out.has_value()) throw ooc::UsageError("apply needs out=PATH or inplace=True (one of them)");
+  if (!in_place && !journal) throw ooc::UsageError("journal=False goes with inplace=True");
   std::string written;
   run_watched(progress, [&](Run& run) {
     if (in_place) {
@@ -488,7 +488,7 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
 // character or none (0) for a delimiter or comment marker given from Python.
 char one_character(const std::optional<std::string>& text, const char* what) {
   if (!text || text->empty()) return 0;
-  if (text->size() != 1) throw ooc::UsageError("", std::string(what) + ": one character, or None");
+  if (text->size() != 1) throw ooc::UsageError(std::string(what) + ": one character, or None");
   return (*text)[0];
 }
 
@@ -500,11 +500,11 @@ py::dict import_text(const std::string& text_path, const std::string& out, const
   ooc::TextImportOptions text;
   text.dtype = ooc::DType::from_numpy(dtype);
   text.delimiter = one_character(delimiter, "delimiter");
-  if (delimiter && delimiter->empty()) throw ooc::UsageError("", "delimiter: one character, or None for whitespace");
+  if (delimiter && delimiter->empty()) throw ooc::UsageError("delimiter: one character, or None for whitespace");
   text.comment = comments ? *comments : std::string();
   if (text.comment.find_first_of("\r\n") != std::string::npos)
-    throw ooc::UsageError("", "comments: a line end cannot start a comment");
-  if (skip_rows < 0) throw ooc::UsageError("", "skiprows must be 0 or more");
+    throw ooc::UsageError("comments: a line end cannot start a comment");
+  if (skip_rows < 0) throw ooc::UsageError("skiprows must be 0 or more");
   text.skip_rows = skip_rows;
   text.header = header;
   text.columns = columns;
@@ -670,7 +670,7 @@ std::string shape_text(const std::vector<py::ssize_t>& shape) {
 py::object map_blocks(const py::function& f, const std::vector<Source>& sources, const std::optional<std::string>& out,
                       const std::optional<std::string>& out_dtype, const std::optional<std::vector<std::int64_t>>& out_shape,
                       bool overwrite, const CallOptions& call, const py::object& progress) {
-  if (sources.empty()) throw ooc::UsageError("", "map_blocks needs at least one array");
+  if (sources.empty()) throw ooc::UsageError("map_blocks needs at least one array");
   py::module_ numpy = py::module_::import("numpy");
   py::list results;
   py::object shares_memory = numpy.attr("may_share_memory");
@@ -706,8 +706,8 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
       if (out_dtype) {
         try {
           output_dtype = ooc::DType::from_numpy(*out_dtype);
-        } catch (const std::invalid_argument& e) {
-          throw ooc::UsageError(*out, std::string("map_blocks: dtype: ") + e.what());
+        } catch (const ooc::UsageError& e) {
+          throw ooc::UsageError(*out, "map_blocks: dtype: " + e.problem());
         }
       }
       if (out_shape) output_shape = *out_shape;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include "ooc/error.hpp"
+
 #include <stdexcept>
 
 namespace ooc {
@@ -43,7 +45,7 @@ bool is_integer(Kind kind) { return kind == Kind::signed_int || kind == Kind::un
 
 DType DType::parse(std::string_view descr) {
   const std::string quoted = "'" + std::string(descr) + "'";
-  if (descr.empty()) throw std::invalid_argument("empty dtype descr");
+  if (descr.empty()) throw UsageError("empty dtype descr");
   ByteOrder order = kNativeOrder;
   std::string_view rest = descr;
   switch (rest.front()) {
@@ -52,9 +54,9 @@ DType DType::parse(std::string_view descr) {
     case '|': case '=': rest.remove_prefix(1); break;
     default: break;
   }
-  if (rest.empty()) throw std::invalid_argument("unsupported dtype " + quoted);
+  if (rest.empty()) throw UsageError("unsupported dtype " + quoted);
   if (rest.front() == 'O')
-    throw std::invalid_argument("object arrays are not supported (ooc never unpickles data)");
+    throw UsageError("object arrays are not supported (ooc never unpickles data)");
   Kind kind;
   switch (rest.front()) {
     case 'b': kind = Kind::boolean; break;
@@ -62,14 +64,14 @@ DType DType::parse(std::string_view descr) {
     case 'u': kind = Kind::unsigned_int; break;
     case 'f': kind = Kind::floating; break;
     default:
-      throw std::invalid_argument("unsupported dtype " + quoted + " (ooc handles " +
+      throw UsageError("unsupported dtype " + quoted + " (ooc handles " +
                                   std::string(kSupported) + ")");
   }
   rest.remove_prefix(1);
   int size = 0;
   auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), size);
   if (ec != std::errc() || end != rest.data() + rest.size() || !valid_size(kind, size))
-    throw std::invalid_argument("unsupported dtype " + quoted + " (ooc handles " +
+    throw UsageError("unsupported dtype " + quoted + " (ooc handles " +
                                 std::string(kSupported) + ")");
   return DType(kind, size, order);
 }
@@ -85,7 +87,7 @@ DType DType::from_name(std::string_view name) {
   }};
   for (const auto& [n, dtype] : kNames)
     if (n == name) return dtype;
-  throw std::invalid_argument("unknown dtype name '" + std::string(name) + "'");
+  throw UsageError("unknown dtype name '" + std::string(name) + "'");
 }
 
 DType DType::from_numpy(std::string_view text) {
@@ -109,7 +111,7 @@ DType DType::from_numpy(std::string_view text) {
     if (alias == code) return parse(order + std::string(descr));
   try {
     return from_name(text);
-  } catch (const std::invalid_argument&) {
+  } catch (const UsageError&) {
     return parse(text);
   }
 }

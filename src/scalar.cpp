@@ -97,7 +97,7 @@ std::string Scalar::to_string() const {
 }
 
 void Scalar::throw_inexact(const char* type) const {
-  throw Error("", "the " + dtype_.name() + " value " + to_string() + " does not fit a C++ " + type +
+  throw Error("the " + dtype_.name() + " value " + to_string() + " does not fit a C++ " + type +
                       " exactly (Scalar::as<T>() converts without this check)");
 }
 

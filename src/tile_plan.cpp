@@ -3,6 +3,8 @@
 #include "ooc/mapped_array.hpp"
 
 #include <algorithm>
+#include "ooc/error.hpp"
+
 #include <stdexcept>
 
 namespace ooc {
@@ -68,7 +70,7 @@ TilePlan TilePlan::slice(TileRange range) const {
 }
 
 TileRange TilePlan::share(int part, int parts) const {
-  if (parts < 1 || part < 0 || part >= parts) throw std::invalid_argument("TilePlan::share: no such part");
+  if (parts < 1 || part < 0 || part >= parts) throw UsageError("TilePlan::share: no such part");
   using Wide = unsigned __int128;  // tiles * parts can exceed 64 bits
   const auto boundary = [&](int k) {
     return static_cast<std::size_t>(Wide{count_} * static_cast<Wide>(k) / static_cast<Wide>(parts));

@@ -3,6 +3,7 @@
 
 #include "cli/json.hpp"
 #include "cli/options.hpp"
+#include "ooc/error.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 using namespace std::string_view_literals;
 
@@ -72,13 +74,13 @@ TEST_CASE("text that is not a size is refused with a hint") {
                                 "1.5G"sv, "0x10"sv, "64MiBB"sv, "64KM"sv, "64P"sv, "64kb"sv}) {
     CAPTURE(text);
     CHECK_THROWS_WITH_AS(parse_size(text), doctest::Contains("is not a size (try 64M or 1G)"),
-                         std::invalid_argument);
+                         ooc::UsageError);
   }
 }
 
 TEST_CASE("the refused text is quoted in the message") {
-  CHECK_THROWS_WITH_AS(parse_size("12Q"), "'12Q' is not a size (try 64M or 1G)", std::invalid_argument);
-  CHECK_THROWS_WITH_AS(parse_size(""), "'' is not a size (try 64M or 1G)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_size("12Q"), "'12Q' is not a size (try 64M or 1G)", ooc::UsageError);
+  CHECK_THROWS_WITH_AS(parse_size(""), "'' is not a size (try 64M or 1G)", ooc::UsageError);
 }
 
 TEST_CASE("the largest byte count that fits 64 bits is accepted") {
@@ -92,10 +94,10 @@ TEST_CASE("a size that overflows 64 bits is refused as too large") {
                                 "18446744073709551616"sv, "99999999999999999999999"sv,
                                 "99999999999999999999999M"sv}) {
     CAPTURE(text);
-    CHECK_THROWS_WITH_AS(parse_size(text), doctest::Contains("is too large"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(parse_size(text), doctest::Contains("is too large"), ooc::UsageError);
   }
   CHECK_THROWS_WITH_AS(parse_size("99999999999T"), "size '99999999999T' is too large",
-                       std::invalid_argument);
+                       ooc::UsageError);
 }
 
 // ---- json_string --------------------------------------------------------------------------
@@ -163,6 +165,31 @@ TEST_CASE("non-finite floats are the strings NaN, Infinity, -Infinity; finite on
   CHECK(ooc::cli::json_float(std::numeric_limits<double>::quiet_NaN(), 2) == R"("NaN")");
   CHECK(ooc::cli::json_float(0.1, 4) == "0.1");
   CHECK(ooc::cli::json_float(1e300, 4) == R"("Infinity")");  // rounded to the float's size first
+}
+
+TEST_CASE("a writer for plain text writes the non-finite floats bare, as numpy prints them") {
+  const double inf = std::numeric_limits<double>::infinity();
+  ooc::cli::Json j(ooc::cli::Json::NonFinite::bare);
+  j.begin_array().number(std::numeric_limits<double>::quiet_NaN()).number(inf).number(-inf).number(0.5);
+  j.scalar(ooc::Scalar::of(-std::numeric_limits<float>::infinity())).string("NaN").end_array();
+  CHECK(j.text() == R"([NaN, Infinity, -Infinity, 0.5, -Infinity, "NaN"])");  // a string stays a string
+}
+
+TEST_CASE("array values nest as numpy's tolist() does, whatever order they are stored in") {
+  const std::vector<std::int16_t> c_order{1, 2, 3, 4, 5, 6};        // [[1, 2, 3], [4, 5, 6]]
+  const std::vector<std::int16_t> fortran_order{1, 4, 2, 5, 3, 6};  // the same array, column by column
+  const auto bytes = [](const std::vector<std::int16_t>& v) { return reinterpret_cast<const std::byte*>(v.data()); };
+  const ooc::DType i2 = ooc::dtype_of<std::int16_t>;
+  CHECK(ooc::cli::Json().array_values(bytes(c_order), i2, {2, 3}, ooc::Order::c).text() == "[[1, 2, 3], [4, 5, 6]]");
+  CHECK(ooc::cli::Json().array_values(bytes(fortran_order), i2, {2, 3}, ooc::Order::fortran).text() ==
+        "[[1, 2, 3], [4, 5, 6]]");
+  CHECK(ooc::cli::Json().array_values(bytes(c_order), i2, {}, ooc::Order::c).text() == "1");  // 0-d: the value
+  CHECK(ooc::cli::Json().array_values(bytes(c_order), i2, {0, 3}, ooc::Order::c).text() == "[]");
+  const std::vector<double> values{std::numeric_limits<double>::quiet_NaN(), 1.5};
+  const auto* data = reinterpret_cast<const std::byte*>(values.data());
+  CHECK(ooc::cli::Json().array_values(data, ooc::dtype_of<double>, {2}, ooc::Order::c).text() == R"(["NaN", 1.5])");
+  CHECK(ooc::cli::Json(ooc::cli::Json::NonFinite::bare).array_values(data, ooc::dtype_of<double>, {2}, ooc::Order::c)
+            .text() == "[NaN, 1.5]");
 }
 
 // ---- rate_text ------------------------------------------------------------------------------

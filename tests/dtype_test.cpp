@@ -2,6 +2,7 @@
 // printing numpy type strings, numpy's promotion and casting tables, and astype.
 
 #include "ooc/dtype.hpp"
+#include "ooc/error.hpp"
 
 #include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
 
@@ -147,7 +148,7 @@ TEST_CASE("an object descr is refused with a message that says why") {
   for (std::string_view text : {"|O", "|O8", "<O"}) {
     CAPTURE(text);
     CHECK_THROWS_WITH_AS(DType::parse(text), doctest::Contains("object arrays are not supported"),
-                         std::invalid_argument);
+                         ooc::UsageError);
   }
 }
 
@@ -156,7 +157,7 @@ TEST_CASE("complex, unicode, datetime and other kinds are refused naming the des
     CAPTURE(text);
     CHECK_THROWS_WITH_AS(DType::parse(text),
                          doctest::Contains(("unsupported dtype '" + std::string(text) + "'").c_str()),
-                         std::invalid_argument);
+                         ooc::UsageError);
   }
 }
 
@@ -164,27 +165,27 @@ TEST_CASE("a supported kind with an unsupported item size is refused") {
   for (std::string_view text : {"<i3", "b2", "<f16", "<f1", "<u16", "<i0", "<f-8", "<f"}) {
     CAPTURE(text);
     CHECK_THROWS_WITH_AS(DType::parse(text), doctest::Contains("unsupported dtype"),
-                         std::invalid_argument);
+                         ooc::UsageError);
   }
 }
 
 TEST_CASE("an unsupported descr's message lists what ooc handles") {
   CHECK_THROWS_WITH_AS(DType::parse("<c16"), doctest::Contains("b1, i1, i2, i4, i8"),
-                       std::invalid_argument);
+                       ooc::UsageError);
 }
 
 TEST_CASE("an empty descr and a bare order character are refused") {
-  CHECK_THROWS_WITH_AS(DType::parse(""), doctest::Contains("empty"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(DType::parse(""), doctest::Contains("empty"), ooc::UsageError);
   for (std::string_view text : {"<", ">", "|", "="}) {
     CAPTURE(text);
-    CHECK_THROWS_AS(DType::parse(text), std::invalid_argument);
+    CHECK_THROWS_AS(DType::parse(text), ooc::UsageError);
   }
 }
 
 TEST_CASE("a descr with stray characters around it is refused") {
   for (std::string_view text : {"<f8 ", " <f8", "<<f8", "<f8x", "f 8", "<F8", "<I4"}) {
     CAPTURE(text);
-    CHECK_THROWS_AS(DType::parse(text), std::invalid_argument);
+    CHECK_THROWS_AS(DType::parse(text), ooc::UsageError);
   }
 }
 
@@ -238,7 +239,7 @@ TEST_CASE("from_name refuses names numpy would not use for a supported dtype") {
                                 "object", "bool_", "f8", " float64"}) {
     CAPTURE(name);
     CHECK_THROWS_WITH_AS(DType::from_name(name), doctest::Contains("unknown dtype name"),
-                         std::invalid_argument);
+                         ooc::UsageError);
   }
 }
 
@@ -257,7 +258,7 @@ TEST_CASE("from_numpy reads what np.dtype reads for the dtypes ooc handles") {
   }
   // numpy takes a byte order on a one-letter code, not on a name
   for (std::string_view bad : {"complex128", "longdouble", "g", "F", "O", "", "float128", ">float32", "<int", ">>f4", ">"})
-    CHECK_THROWS_AS(DType::from_numpy(bad), std::invalid_argument);
+    CHECK_THROWS_AS(DType::from_numpy(bad), ooc::UsageError);
 }
 
 TEST_CASE("dtype_of maps each C++ element type to its native dtype") {

@@ -229,10 +229,21 @@ TEST_CASE("python constants are read as Python reads them") {
   CHECK_FALSE(PyScalar::parse("-0").negative);
   CHECK_FALSE(PyScalar::parse("2.").is_integer);
   CHECK(std::isinf(PyScalar::parse("-inf").float_value));
-  CHECK_THROWS_AS(PyScalar::parse("18446744073709551616"), std::invalid_argument);
-  CHECK_THROWS_AS(PyScalar::parse("0x10"), std::invalid_argument);
-  CHECK_THROWS_AS(PyScalar::parse("1.5.2"), std::invalid_argument);
-  CHECK_THROWS_AS(PyScalar::parse(""), std::invalid_argument);
+  CHECK_THROWS_AS(PyScalar::parse("18446744073709551616"), ooc::UsageError);
+  CHECK_THROWS_AS(PyScalar::parse("0x10"), ooc::UsageError);
+  CHECK_THROWS_AS(PyScalar::parse("1.5.2"), ooc::UsageError);
+  CHECK_THROWS_AS(PyScalar::parse(""), ooc::UsageError);
+}
+
+TEST_CASE("a constant that does not parse is a UsageError that names no file, for the caller to place") {
+  try {
+    ooc::kernels::PyScalar::parse("1.5.2");
+    FAIL("parsed");
+  } catch (const ooc::UsageError& e) {
+    CHECK(e.path().empty());
+    CHECK(std::string(e.what()) == "'1.5.2' is not a number");
+    CHECK(e.problem() == e.what());
+  }
 }
 
 TEST_CASE("result_type follows numpy 1.24's value-based casting") {

@@ -3,6 +3,7 @@
 
 #include "ooc/tile_plan.hpp"
 
+#include "ooc/error.hpp"
 #include "ooc/mapped_array.hpp"
 
 #include <doctest/doctest.h>
@@ -302,8 +303,8 @@ TEST_CASE("the shares of a plan are contiguous, in part order, and differ by at 
     }
   }
   const TilePlan plan = TilePlan::contiguous(3 * kBlockElements, 8, 8 * kBlockElements);
-  CHECK_THROWS_AS(plan.share(3, 3), std::invalid_argument);
-  CHECK_THROWS_AS(plan.share(0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(plan.share(3, 3), ooc::UsageError);
+  CHECK_THROWS_AS(plan.share(0, 0), ooc::UsageError);
 }
 
 TEST_CASE("shares of a plan with more tiles than 64 bits times the parts can count do not overflow") {

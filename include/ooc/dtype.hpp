@@ -32,13 +32,13 @@ class DType {
         order_(itemsize == 1 ? kNativeOrder : order) {}
 
   /// Parses a numpy type string ("<f8", ">i4", "|b1", "=u2", "f4"); throws
-  /// std::invalid_argument naming what is unsupported.
+  /// UsageError (with no file) naming what is unsupported.
   static DType parse(std::string_view descr);
-  /// Parses a numpy type name ("float64", "int16", "bool").
+  /// Parses a numpy type name ("float64", "int16", "bool"). Throws UsageError.
   static DType from_name(std::string_view name);
   /// What np.dtype(text) gives, for the dtypes ooc handles: a type name, another of
   /// numpy's names for it ("float", "int", "single", "ubyte"), a one-letter code ("d",
-  /// "b", "?") or a descr ("<f4", "u2"). Throws std::invalid_argument.
+  /// "b", "?") or a descr ("<f4", "u2"). Throws UsageError.
   static DType from_numpy(std::string_view text);
 
   constexpr Kind kind() const { return kind_; }

@@ -73,6 +73,7 @@ class TilePlan {
   /// The share of part `part` (0-based) of `parts` equal parts: a contiguous range of
   /// tile positions, the parts' ranges one after another in part order, their sizes
   /// differing by at most one tile (some are empty when there are more parts than tiles).
+  /// Throws UsageError unless 0 <= part < parts.
   TileRange share(int part, int parts) const;
 
  private:

@@ -3,6 +3,8 @@
 #include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
 
 #include <cstdio>
+#include <cstring>
+#include <type_traits>
 
 namespace ooc::cli {
 namespace {
@@ -153,15 +155,41 @@ Json& Json::unsigned_integer(std::uint64_t value) {
   return *this;
 }
 
-Json& Json::number(double value) {
+void Json::write_number(std::string text) {
   before_value();
-  out_ += json_float(value, 8);
+  if (bare_non_finite_ && text.size() > 1 && text.front() == '"') text = text.substr(1, text.size() - 2);
+  out_ += text;
+}
+
+Json& Json::number(double value) {
+  write_number(json_float(value, 8));
   return *this;
 }
 
 Json& Json::scalar(const Scalar& value) {
-  before_value();
-  out_ += value.to_json();
+  write_number(value.to_json());
+  return *this;
+}
+
+Json& Json::array_values(const std::byte* data, DType dtype, const Shape& shape, Order order) {
+  const Shape memory_stride = element_strides(shape, order);
+  auto element = [&](std::int64_t at) {
+    visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
+      T v;
+      std::memcpy(static_cast<void*>(&v), data + at * dtype.itemsize(), sizeof v);
+      scalar(Scalar::of(v));
+    });
+  };
+  auto walk = [&](auto&& self, std::size_t axis, std::int64_t at) -> void {
+    if (axis == shape.size()) {
+      element(at);
+      return;
+    }
+    begin_array();
+    for (std::int64_t i = 0; i < shape[axis]; ++i) self(self, axis + 1, at + i * memory_stride[axis]);
+    end_array();
+  };
+  walk(walk, 0, 0);
   return *this;
 }
 

@@ -6,9 +6,13 @@
 // refusing NaN) accept, in the layout Python's json.dumps gives (", " and ": ").
 // Integers are exact, floats the shortest text that reads back to the same value of
 // their dtype, and the three values JSON has no number for are the strings "NaN",
-// "Infinity" and "-Infinity" (Python's float() reads each back).
+// "Infinity" and "-Infinity" (Python's float() reads each back). A writer made with
+// NonFinite::bare writes those three bare instead: the numpy-like text oocrun prints
+// without --json.
 
+#include "ooc/dtype.hpp"
 #include "ooc/scalar.hpp"
+#include "ooc/shape.hpp"
 
 #include <concepts>
 #include <cstdint>
@@ -20,6 +24,10 @@ namespace ooc::cli {
 
 class Json {
  public:
+  enum class NonFinite { quoted, bare };
+
+  explicit Json(NonFinite non_finite = NonFinite::quoted) : bare_non_finite_(non_finite == NonFinite::bare) {}
+
   Json& begin_object();
   Json& end_object();
   Json& begin_array();
@@ -37,6 +45,9 @@ class Json {
   /// A value of its dtype: true/false, an exact integer, or a float as number() writes it
   /// (shortest for the float's own size).
   Json& scalar(const Scalar& value);
+  /// The values of an array of `dtype` and `shape` stored in `order` at `data`, nested as
+  /// numpy's tolist() nests them (C order).
+  Json& array_values(const std::byte* data, DType dtype, const Shape& shape, Order order);
 
   /// Shorthands for a member: key(name) then the value.
   template <class F>
@@ -60,7 +71,10 @@ class Json {
 
  private:
   void before_value();
+  /// A number's text as written: non-finite ones unquoted for NonFinite::bare.
+  void write_number(std::string text);
 
+  bool bare_non_finite_;
   std::string out_;
   // For each open object or array: whether it has a member yet.
   std::vector<bool> open_;

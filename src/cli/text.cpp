@@ -22,7 +22,7 @@ char delimiter_of(const std::string& text, bool import) {
   if (text == "\\t" || text == "tab" || text == "\t") return '\t';
   if (text == "space") return ' ';
   if (text.size() == 1 && text != "\n" && text != "\r" && text != "\"") return text[0];
-  throw UsageError("", "--delimiter '" + text + "': one character, '\\t' or 'whitespace'");
+  throw UsageError("--delimiter '" + text + "': one character, '\\t' or 'whitespace'");
 }
 
 std::vector<int> columns_of(const std::string& text) {
@@ -30,16 +30,17 @@ std::vector<int> columns_of(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
+    std::size_t used = 0;  // stays 0 where stoi finds no number or one out of int's range
+    int c = 0;
     try {
-      std::size_t used = 0;
-      const int c = std::stoi(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
-      out.push_back(c);
-    } catch (const std::exception&) {
-      throw UsageError("", "--columns '" + text + "': expected column numbers such as 0,3,5 (negative from the end)");
+      c = std::stoi(item, &used);
+    } catch (const std::logic_error&) {
     }
+    if (used == 0 || used != item.size())
+      throw UsageError("--columns '" + text + "': expected column numbers such as 0,3,5 (negative from the end)");
+    out.push_back(c);
   }
-  if (out.empty()) throw UsageError("", "--columns: no column given");
+  if (out.empty()) throw UsageError("--columns: no column given");
   return out;
 }
 
@@ -52,9 +53,7 @@ void write_shape(Json& json, const Shape& shape) {
 }  // namespace
 
 struct TextCommands::Impl {
-  Impl(std::string& in, std::string& out) : input(in), output(out) {}
-  std::string& input;
-  std::string& output;
+  std::string input, output;
   CLI::App* import = nullptr;
   CLI::App* export_ = nullptr;
   std::string dtype = "f8", delimiter = ",", comments = "#", columns, missing, fmt = "shortest", header_names;
@@ -64,12 +63,11 @@ struct TextCommands::Impl {
   CLI::Option* missing_option = nullptr;
 };
 
-TextCommands::TextCommands(CLI::App& app, std::string& input, std::string& output)
-    : impl_(std::make_unique<Impl>(input, output)) {
+TextCommands::TextCommands(CLI::App& app) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.import = app.add_subcommand("import", "read a text (CSV) file into an array, as np.loadtxt reads it");
-  m.import->add_option("TEXT", input, "the text file ('-': standard input)")->required();
-  m.import->add_option("-o,--output", output, "path.npy or file.h5:/dataset")->required();
+  m.import->add_option("TEXT", m.input, "the text file ('-': standard input)")->required();
+  m.import->add_option("-o,--output", m.output, "path.npy or file.h5:/dataset")->required();
   m.import->add_option("--dtype", m.dtype, "element type (f8 f4 f2 i1 i2 i4 i8 u1 u2 u4 u8; default f8)");
   m.import->add_option("--delimiter", m.delimiter, "field separator: one character, '\\t', or 'whitespace' (default ,)");
   // Checked in run(), in ooc's words (CLI11's NonNegativeNumber said "Value -1 not in range
@@ -85,8 +83,8 @@ TextCommands::TextCommands(CLI::App& app, std::string& input, std::string& outpu
   m.import->add_flag("--json", m.json, "print one JSON object describing the result");
 
   m.export_ = app.add_subcommand("export", "write a 1-d or 2-d array as text, one row per line, as np.savetxt");
-  m.export_->add_option("ARRAY", input, "path.npy or file.h5:/dataset")->required();
-  m.export_->add_option("-o,--output", output, "the text file")->required();
+  m.export_->add_option("ARRAY", m.input, "path.npy or file.h5:/dataset")->required();
+  m.export_->add_option("-o,--output", m.output, "the text file")->required();
   m.export_->add_option("--delimiter", m.delimiter, "field separator: one character or '\\t' (default ,)");
   m.export_->add_option("--fmt", m.fmt, "shortest (default: the shortest text that reads back the same) or one "
                                          "%-conversion as Python formats it, e.g. %.6g");
@@ -99,25 +97,29 @@ TextCommands::~TextCommands() = default;
 
 bool TextCommands::parsed() const { return impl_->import->parsed() || impl_->export_->parsed(); }
 
-bool TextCommands::importing() const { return impl_->import->parsed(); }
-
-int TextCommands::run(const PipelineOptions& options, bool progress, bool quiet) {
+int TextCommands::run(Context& context) const {
   Impl& m = *impl_;
+  context.notes.file = context.notes.subject = m.input;
+  context.notes.cancel_tells_progress = false;
+  context.notes.cancel_note = "; no output written";
+  if (m.import->parsed()) check_output_name(m.output);  // export's output is text: exempt
+  const PipelineOptions options = context.pipeline_options();
+  const bool progress = context.common.progress, quiet = context.common.quiet;
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (m.import->parsed()) {
     TextImportOptions text;
     try {
       text.dtype = DType::from_numpy(m.dtype);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError("", std::string("--dtype: ") + e.what());
+    } catch (const UsageError& e) {
+      throw UsageError("--dtype: " + e.problem());
     }
     text.delimiter = delimiter_of(m.delimiter, true);
     if (m.comments.find_first_of("\r\n") != std::string::npos)
-      throw UsageError("", "--comments: a line end cannot start a comment");
+      throw UsageError("--comments: a line end cannot start a comment");
     text.comment = m.comments;
     if (m.skip_rows < 0)
-      throw UsageError("", "--skip-rows " + std::to_string(m.skip_rows) + ": a count of lines, 0 or more");
+      throw UsageError("--skip-rows " + std::to_string(m.skip_rows) + ": a count of lines, 0 or more");
     text.skip_rows = m.skip_rows;
     text.header = m.header;
     if (!m.columns.empty()) text.columns = columns_of(m.columns);

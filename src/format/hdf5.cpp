@@ -1159,7 +1159,7 @@ void parse_compression(const std::string& text, Compression& into) {
   }
   auto level = [&](const std::string& t) {
     if (t.size() != 1 || t[0] < '0' || t[0] > '9')
-      throw UsageError("", "--compression " + text + ": the level is a digit, 0 to 9");
+      throw UsageError("--compression " + text + ": the level is a digit, 0 to 9");
     return t[0] - '0';
   };
   into.codec = parts[0];
@@ -1169,10 +1169,10 @@ void parse_compression(const std::string& text, Compression& into) {
   } else if (parts[0] == "blosc" && parts.size() <= 3) {
     if (parts.size() >= 2) into.blosc_codec = parts[1];
     if (filters::blosc_codec_number(into.blosc_codec.c_str()) < 0)
-      throw UsageError("", "--compression " + text + ": blosc's codecs are blosclz, lz4, lz4hc, zlib, zstd");
+      throw UsageError("--compression " + text + ": blosc's codecs are blosclz, lz4, lz4hc, zlib, zstd");
     if (parts.size() == 3) into.level = level(parts[2]);
   } else {
-    throw UsageError("", "--compression " + text + ": give gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+    throw UsageError("--compression " + text + ": give gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
   }
 }
 

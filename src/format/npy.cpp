@@ -1,5 +1,7 @@
 #include "format/npy.hpp"
 
+#include "ooc/error.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -44,8 +46,8 @@ class DictReader {
         const std::string descr = read_string("a dtype string");
         try {
           h.dtype = DType::from_numpy(descr);  // numpy's reader takes whatever np.dtype(descr) reads
-        } catch (const std::invalid_argument& e) {
-          throw FormatError(e.what());
+        } catch (const UsageError& e) {
+          throw FormatError(e.problem());
         }
       } else if (key == "fortran_order") {
         once(seen_order, key);

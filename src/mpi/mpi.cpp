@@ -47,11 +47,11 @@ ErrorText describe(std::exception_ptr failure) {
 }
 
 void check(int code, const char* what) {
-  if (code != MPI_SUCCESS) throw Error("", std::string("MPI: ") + what + " failed");
+  if (code != MPI_SUCCESS) throw Error(std::string("MPI: ") + what + " failed");
 }
 
 int message_size(std::size_t bytes) {
-  if (bytes > static_cast<std::size_t>(INT_MAX)) throw Error("", "MPI: a message of over 2 GiB");
+  if (bytes > static_cast<std::size_t>(INT_MAX)) throw Error("MPI: a message of over 2 GiB");
   return static_cast<int>(bytes);
 }
 
@@ -103,7 +103,7 @@ TilePlan Communicator::share(const ArrayInfo& info, const PipelineOptions& optio
   check(MPI_Allreduce(both, seen, 8, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
   for (int i = 0; i < 4; ++i)
     if (seen[i] != -seen[4 + i])
-      throw UsageError("", "the ranks do not see the same array (dtype, shape or tile size differ)");
+      throw UsageError("the ranks do not see the same array (dtype, shape or tile size differ)");
   return plan.slice(plan.share(rank_, size_));
 }
 

@@ -62,10 +62,10 @@ struct Format {
         while (j < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[j]))) precision += fmt[j++];
       }
       if (j >= fmt.size() || std::string_view("eEfFgGdiu").find(fmt[j]) == std::string_view::npos)
-        throw UsageError("", "--fmt '" + fmt + "': expected one conversion among %e %E %f %F %g %G %d %i (with flags, "
+        throw UsageError("--fmt '" + fmt + "': expected one conversion among %e %E %f %F %g %G %d %i (with flags, "
                                            "width and precision), or 'shortest'");
       if (fw.size() > 8 || precision.size() > 4)
-        throw UsageError("", "--fmt '" + fmt + "': width or precision too large");
+        throw UsageError("--fmt '" + fmt + "': width or precision too large");
       f.flags_width = fw;
       f.precision = precision;
       f.conversion = fmt[j] == 'i' || fmt[j] == 'u' ? 'd' : fmt[j];
@@ -74,7 +74,7 @@ struct Format {
       i = j;
     }
     if (found != 1)
-      throw UsageError("", "--fmt '" + fmt + "': expected exactly one conversion (as '%.6g'), found " +
+      throw UsageError("--fmt '" + fmt + "': expected exactly one conversion (as '%.6g'), found " +
                                std::to_string(found));
     return f;
   }
@@ -95,7 +95,7 @@ template <class T> void put_shortest(std::string& out, T v) {
 template <class... A> void put_printf(std::string& out, const std::string& spec, A... args) {
   char buf[512];
   const int n = std::snprintf(buf, sizeof buf, spec.c_str(), args...);
-  if (n < 0) throw Error("", "formatting failed");
+  if (n < 0) throw Error("formatting failed");
   if (static_cast<std::size_t>(n) < sizeof buf) {
     out.append(buf, static_cast<std::size_t>(n));
     return;
@@ -153,8 +153,8 @@ template <class T> void put_value(std::string& out, T v, const Format& f, const 
       put_printf(out, specs.signed_int, static_cast<long long>(v));
   } else {
     const double x = static_cast<double>(v);
-    if (std::isnan(x)) throw Error("", "--fmt %d: cannot convert float NaN to integer");
-    if (std::isinf(x)) throw Error("", "--fmt %d: cannot convert float infinity to integer");
+    if (std::isnan(x)) throw Error("--fmt %d: cannot convert float NaN to integer");
+    if (std::isinf(x)) throw Error("--fmt %d: cannot convert float infinity to integer");
     const double t = std::trunc(x) + 0.0;  // int(x): toward zero, no -0
     if (std::fabs(t) < 9.2e18)
       put_printf(out, specs.signed_int, static_cast<long long>(t));

@@ -478,7 +478,7 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
 void parse_chunk(std::string_view chunk, const Dialect& dialect, const Layout& layout, DType dtype,
                  const std::optional<std::vector<std::byte>>& missing, ChunkResult& result,
                  std::vector<std::byte>& scratch) {
-  if (dtype.kind() == Kind::boolean) throw UsageError("", "text import reads numbers: bool is not supported");
+  if (dtype.kind() == Kind::boolean) throw UsageError("text import reads numbers: bool is not supported");
   if (dtype.kind() == Kind::floating) {
     std::optional<std::vector<std::byte>> as_double;
     if (missing) {  // the missing value, held as the float64 it was parsed from

@@ -539,6 +539,22 @@ class UsageErrorTest(CliCase):
         self.usage("reduce", "sum", self.good, "--tile-bytes", "12Q", words=["--tile-bytes", "12Q"])
         self.usage("apply", "add-one", self.good, "-o", "out.npy", "--tile-bytes", "12Q", words=["12Q"])
 
+    # The leaves that parse text (a dtype, a constant, a size) throw a UsageError naming no
+    # file; oocrun says which option or operation the text came from, and exits 2.
+    def test_leaf_errors_say_where_the_text_came_from(self):
+        self.usage("reduce", "histogram", self.good, "--range", "1:x", words=["--range: 'x' is not a number"])
+        self.usage("apply", "cast:complex64", self.good, "-o", "out.npy",
+                   words=["operation 'cast:complex64': unsupported dtype 'complex64'", "(known: bool"])
+        self.usage("apply", "add:0x10", self.good, "-o", "out.npy", words=["operation 'add:0x10': '0x10' is not a number"])
+        self.usage("eval", "1.5.2+a", f"a={self.good}", words=["bad number: '1.5.2' is not a number", "column 1"])
+        text = os.path.join(self.dir, "t.csv")
+        with open(text, "w") as f:
+            f.write("1,2\n")
+        self.usage("import", text, "-o", "out.npy", "--dtype", "complex", words=["--dtype: unsupported dtype 'complex'"])
+        for columns in ("0,x", "99999999999", "1x"):
+            self.usage("import", text, "-o", "out.npy", "--columns", columns,
+                       words=[f"--columns '{columns}': expected column numbers"])
+
     def test_tile_bytes_zero(self):
         self.usage("reduce", "sum", self.good, "--tile-bytes", "0", words=["--tile-bytes"])
 

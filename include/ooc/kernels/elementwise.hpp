@@ -24,7 +24,7 @@ struct PyScalar {
   std::uint64_t uint_value = 0;
   double float_value = 0;
 
-  /// Parses "1", "-3", "2.5", "1e-3", "inf", "nan"; throws std::invalid_argument.
+  /// Parses "1", "-3", "2.5", "1e-3", "inf", "nan"; throws UsageError.
   static PyScalar parse(std::string_view text);
   static PyScalar of_int(std::int64_t value);
   static PyScalar of_uint(std::uint64_t value);

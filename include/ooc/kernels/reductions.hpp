@@ -630,7 +630,7 @@ decltype(auto) ReduceOp::with_kernel(const Shape& shape, Order order, Fn&& fn) c
     case Code::nanmax: return fn(NanMax{});
     case Code::norm: return fn(Norm{});
     case Code::histogram: default:
-      throw UsageError("", "histogram gives counts and edges, not one value");
+      throw UsageError("histogram gives counts and edges, not one value");
   }
 }
 
@@ -680,7 +680,7 @@ struct ReducedArray {
   template <class T>
   std::span<const T> values() const {
     if (dtype_of<T> != dtype)
-      throw UsageError("", "the reduced array holds " + dtype.name() + ", not " + dtype_of<T>.name());
+      throw UsageError("the reduced array holds " + dtype.name() + ", not " + dtype_of<T>.name());
     return {reinterpret_cast<const T*>(bytes.data()), static_cast<std::size_t>(size())};
   }
 };

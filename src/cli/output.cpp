@@ -1,0 +1,38 @@
+#include "cli/output.hpp"
+
+#include "format/hdf5.hpp"
+#include "mapped_array_access.hpp"
+
+#include <algorithm>
+
+namespace ooc::cli {
+
+void ChunkedOutput::add_options(CLI::App& command) {
+  command.add_option("--chunks", chunks, "HDF5 output: chunks of N rows (first axis), or auto (about 1 MiB)");
+  command.add_option("--compression", compression, "HDF5 output: gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+  command.add_flag("--shuffle", shuffle, "HDF5 output: byte shuffle before compressing");
+}
+
+MappedArray make_output(const Job& job, const ChunkedOutput& chunked, const std::string& path, DType dtype,
+                        const MappedArray* like, const Shape& shape, Order order, bool overwrite) {
+  if (!chunked.asked())
+    return like ? job.create_output(path, dtype, *like, overwrite) : create_array(path, dtype, shape, order, overwrite);
+  if (!hdf5::split(path))
+    throw UsageError(path, "--chunks, --compression and --shuffle make HDF5 datasets: name the output FILE.h5:/dataset");
+  if (job.spans_ranks()) throw UsageError(path, "--chunks/--compression outputs are written by one process, not under mpirun");
+  hdf5::Compression how;
+  if (!chunked.compression.empty()) hdf5::parse_compression(chunked.compression, how);
+  how.shuffle = chunked.shuffle;
+  if (!chunked.chunks.empty() && chunked.chunks != "auto") {
+    const std::string& t = chunked.chunks;
+    if (t.size() > 15 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoll(t) == 0)
+      throw UsageError("--chunks " + t + ": give a number of rows (of the first axis) or auto");
+    how.chunk_rows = std::stoll(t);
+  }
+  if (order == Order::fortran && shape.size() > 1)
+    throw UsageError(path, "HDF5 datasets are C order: a Fortran-order result cannot be written to one");
+  return detail::MappedArrayAccess::create_compressed_hdf5(path, dtype, shape, overwrite, how);
+}
+
+}  // namespace ooc::cli

@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -133,20 +132,15 @@ template <class T, bool kMin, bool kSkipNan>
 struct ExtremumFold {
   using Input = T;
   using Acc = T;
-  // What the first row replaces whatever it is (so no step asks which row it is, and the
-  // loops over columns vectorise): min's +inf (a NaN, a tie or anything smaller wins), max's
-  // -inf, integers' extremes, and for nanmin/nanmax NaN, which fmin/fmax replace by any
-  // value (a column of NaN stays NaN).
-  Acc init() const {
-    if constexpr (is_floating_v<T>) {
-      if constexpr (kSkipNan) return std::numeric_limits<T>::quiet_NaN();
-      else return kMin ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity();
-    } else {
-      return kMin ? std::numeric_limits<T>::max() : std::numeric_limits<T>::lowest();
-    }
-  }
-  void step(Acc& a, Input x, std::int64_t) const {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+  // Row by row over all columns, not eight columns down the rows: started from the
+  // identity instead (+-inf, NaN for nanmin/nanmax), nanmax over axis 0 of (N, 8) float64
+  // went 3x slower on eight columns in registers.
+  static constexpr bool kRowByRow = true;
+  Acc init() const { return T{}; }
+  void step(Acc& a, Input x, std::int64_t row) const {
+    if (row == 0) {
+      a = x;
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       // numpy reduces an outer axis as out = maximum(out, next slice), x86's maxpd: on a
       // tie (-0.0 and 0.0) the later element; float16's loop keeps the earlier one.
       a = (x == a) ? x : detail::pick<kMin, kSkipNan>(a, x);
@@ -425,6 +419,10 @@ struct ElementColumns {
   // Row by row instead, the accumulators went through memory and each short row paid a
   // loop's setup.
   void add_rows(const Input* values, std::int64_t inner, std::int64_t rows, std::int64_t row) {
+    if constexpr (requires { Fold::kRowByRow; }) {
+      for (std::int64_t r = 0; r < rows; ++r) add_row(values + r * inner, 0, inner, row + r);
+      return;
+    }
     constexpr std::int64_t kChunk = 8;
     std::int64_t first = 0;
     for (; first + kChunk <= inner; first += kChunk) {

@@ -19,10 +19,13 @@
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/reductions.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <type_traits>
+#include <vector>
 
 namespace ooc::kernels {
 
@@ -64,15 +67,14 @@ void store(const Scalar& value, DType dtype, std::byte* at) {
 // Each has Input (what the values are converted to), Acc (the per-element accumulator),
 // init(), step(acc, x, row) and finish(acc, rows) -> Scalar.
 
-template <class T>
+template <class T, bool kSkipNan>
 struct SumFold {
-  bool skip_nan = false;  // nansum: NaN counts as 0 (numpy adds the 0)
   using Input = sum_result_t<T>;
   using Acc = sum_result_t<T>;
   Acc init() const { return Acc(0); }
   void step(Acc& a, Input x, std::int64_t) const {
-    if constexpr (is_floating_v<Input>)
-      if (skip_nan && detail::is_nan(x)) x = Input(0);
+    if constexpr (kSkipNan && is_floating_v<Input>)  // nansum: NaN counts as 0 (numpy adds the 0)
+      x = detail::is_nan(x) ? Input(0) : x;
     a = static_cast<Acc>(a + x);
   }
   Scalar finish(const Acc& a, std::int64_t) const { return Scalar::of(a); }
@@ -97,23 +99,33 @@ struct MeanFold {
   Scalar finish(const Acc& a, std::int64_t rows) const { return detail::mean_value<T>(a, rows, array_result); }
 };
 
+// nanmean: the NaN-replaced values folded as nansum, and the count of the others.
+// Totals and counts are two arrays (not one of pairs), so the loop over a row vectorises.
 template <class T>
 struct NanMeanFold {
   using Input = NanMean::input_for<T>;
-  struct Acc {
-    Input total;
-    std::int64_t count;
+  struct Columns {
+    std::vector<Input> totals;
+    std::vector<std::int64_t> counts;
+    void add_row(const Input* values, std::int64_t first, std::int64_t n, std::int64_t) {
+      Input* total = totals.data() + first;
+      std::int64_t* count = counts.data() + first;
+      for (std::int64_t k = 0; k < n; ++k) {
+        const bool nan = detail::is_nan(values[k]);
+        total[k] = static_cast<Input>(total[k] + (nan ? Input(0) : values[k]));
+        count[k] += nan ? 0 : 1;
+      }
+    }
+    Scalar finish(std::int64_t column, std::int64_t) const {
+      const auto i = static_cast<std::size_t>(column);
+      const double mean = static_cast<double>(totals[i]) / static_cast<double>(counts[i]);
+      if constexpr (is_floating_v<T>) return detail::half_aware_scalar<T>(mean);
+      else return Scalar::of(mean);
+    }
   };
-  Acc init() const { return {Input(0), 0}; }
-  void step(Acc& a, Input x, std::int64_t) const {
-    const bool nan = detail::is_nan(x);
-    a.total = static_cast<Input>(a.total + (nan ? Input(0) : x));
-    a.count += nan ? 0 : 1;
-  }
-  Scalar finish(const Acc& a, std::int64_t) const {
-    const double mean = static_cast<double>(a.total) / static_cast<double>(a.count);
-    if constexpr (is_floating_v<T>) return detail::half_aware_scalar<T>(mean);
-    else return Scalar::of(mean);
+  Columns columns(std::int64_t inner, std::int64_t) const {
+    return {std::vector<Input>(static_cast<std::size_t>(inner), Input(0)),
+            std::vector<std::int64_t>(static_cast<std::size_t>(inner), 0)};
   }
 };
 
@@ -121,6 +133,10 @@ template <class T, bool kMin, bool kSkipNan>
 struct ExtremumFold {
   using Input = T;
   using Acc = T;
+  // Row by row over all columns, not eight columns down the rows: started from the
+  // identity instead (+-inf, NaN for nanmin/nanmax), nanmax over axis 0 of (N, 8) float64
+  // went 3x slower on eight columns in registers.
+  static constexpr bool kRowByRow = true;
   Acc init() const { return T{}; }
   void step(Acc& a, Input x, std::int64_t row) const {
     if (row == 0) {
@@ -153,37 +169,6 @@ struct ArgFold {
 };
 
 template <class T>
-struct VarFold {
-  Var var;
-  using Input = double;
-  struct Acc {
-    double shift;  // the first row's value: Welford's update runs on x - shift
-    double mean;
-    double m2;
-    bool finite;   // every value so far finite
-  };
-  Acc init() const { return {0, 0, 0, true}; }
-  // Welford's update of the values less the first one: on data with a large offset
-  // (1e12 + U(0, 1)) the deviations of the values themselves from their running mean
-  // lose digits the shifted ones keep.
-  void step(Acc& a, Input x, std::int64_t row) const {
-    if (row == 0) a.shift = x;
-    a.finite = a.finite && std::isfinite(x);
-    const double y = x - a.shift;
-    const double delta = y - a.mean;
-    a.mean += delta / static_cast<double>(row + 1);
-    a.m2 += delta * (y - a.mean);
-  }
-  Scalar finish(const Acc& a, std::int64_t rows) const {
-    double m2 = a.m2;
-    // Finite values whose differences overflow: numpy's squared deviations are infinite
-    // (where the update met inf - inf, or -inf, here).
-    if (a.finite && !(m2 >= 0 && m2 < INFINITY)) m2 = INFINITY;
-    return var.template result<T>(Moments{rows, a.shift + a.mean, m2});
-  }
-};
-
-template <class T>
 struct CountFold {
   using Input = T;
   using Acc = std::int64_t;
@@ -208,6 +193,121 @@ struct NormFold {
   Acc init() const { return Acc(0); }
   void step(Acc& a, Input x, std::int64_t) const { a = static_cast<Acc>(a + static_cast<Acc>(x * x)); }
   Scalar finish(const Acc& a, std::int64_t) const { return Scalar::of(detail::round_sqrt<Acc>(a)); }
+};
+
+// ---- var and std: numpy's two passes ---------------------------------------------------
+// numpy's _var sums the values along the axis (in the input's float type; integers and
+// bool as float64), divides by the count, subtracts that mean from every value and
+// squares (in the same type), then sums again and divides by max(count - ddof, 0). Each
+// sum takes the axis' order of operations (blocks along a contiguous run, a row-by-row
+// fold otherwise), so the same two passes over the input give numpy's bits.
+
+template <class T>
+using var_work_t = std::conditional_t<is_floating_v<T>, T, double>;
+
+template <class W>
+W round_from_double(double value) {
+  if constexpr (std::is_same_v<W, half>) {
+    half h;
+    convert(dtype_of<double>, &value, dtype_of<half>, &h, 1);  // one rounding, as numpy's cast
+    return h;
+  } else {
+    return static_cast<W>(value);
+  }
+}
+
+// numpy's true_divide of a W array by the count (an intp scalar). Value-based casting
+// picks the loop: a count below 2^16 keeps float16/float32 in a float32 division (float16
+// rounded after it), a larger one promotes to float64.
+template <class W>
+W divide_array_by_count(W total, std::int64_t count) {
+  if constexpr (std::is_same_v<W, double>) {
+    return total / static_cast<double>(count);
+  } else {
+    if (count < 65536) return static_cast<W>(static_cast<float>(total) / static_cast<float>(count));
+    return round_from_double<W>(static_cast<double>(total) / static_cast<double>(count));
+  }
+}
+
+// The variance from the sum of squared deviations: an array result divides as above; a
+// scalar one (a 1-d input) is numpy's `ret.dtype.type(ret / rcount)`, a float64 division
+// of two scalars rounded to W. std is the square root in W.
+template <class W>
+Scalar variance_value(W squares, std::int64_t count, const Var& var, bool array_result) {
+  const std::int64_t dof = std::max<std::int64_t>(count - var.ddof, 0);
+  W value = array_result ? divide_array_by_count<W>(squares, dof)
+                         : round_from_double<W>(static_cast<double>(squares) / static_cast<double>(dof));
+  if (var.std) value = detail::round_sqrt<W>(value);
+  return Scalar::of(value);
+}
+
+// Pass 1 along runs: the sum of each run (numpy's blocks), divided into the mean.
+template <class W>
+struct VarMeanKernel {
+  template <class T> using input_for = W;
+  template <class T> using state_for = BlockedSum<sum_accumulator_t<W>, W>;
+  using State = BlockedSum<sum_accumulator_t<W>, W>;
+  void partial(State& s, const ConstArrayMap<W>& x) const { s.add_block(x); }
+  void merge(State& left, State&& right) const { left.append(std::move(right)); }
+  template <class T>
+  Scalar result(const State& s) const { return Scalar::of(divide_array_by_count<W>(s.total, s.count)); }
+};
+
+// Pass 2 along runs: the squared deviations from the run's mean, summed as pass 1 sums.
+template <class W>
+struct VarDeviationKernel {
+  const W* means;
+  Var var;
+  bool array_result;
+  struct State : BlockedSum<sum_accumulator_t<W>, W> {
+    W mean{};
+  };
+  template <class T> using input_for = W;
+  template <class T> using state_for = State;
+  void start_run(State& s, std::int64_t run) const { s.mean = means[run]; }
+  void partial(State& s, const ConstArrayMap<W>& x) const {
+    W* squares = reinterpret_cast<W*>(
+        ooc::detail::scratch(ooc::detail::ScratchSlot::kernel_second, sizeof(W) * static_cast<std::size_t>(x.size())));
+    const W* values = x.data();
+    const W mean = s.mean;
+    for (Eigen::Index i = 0; i < x.size(); ++i) {
+      const W deviation = static_cast<W>(values[i] - mean);
+      squares[i] = static_cast<W>(deviation * deviation);
+    }
+    s.add_block(ConstArrayMap<W>(squares, x.size()));
+  }
+  void merge(State& left, State&& right) const { left.append(std::move(right)); }
+  template <class T>
+  Scalar result(const State& s) const { return variance_value<W>(s.total, s.count, var, array_result); }
+};
+
+// Pass 1 along rows: each column folded row by row in W, then divided into the mean.
+template <class T>
+struct VarMeanFold {
+  using Input = var_work_t<T>;
+  using Acc = Input;
+  Acc init() const { return Acc(0); }
+  void step(Acc& a, Input x, std::int64_t) const { a = static_cast<Acc>(a + x); }
+  Scalar finish(const Acc& a, std::int64_t rows) const { return Scalar::of(divide_array_by_count<Input>(a, rows)); }
+};
+
+// Pass 2 along rows: each column's squared deviations from its mean, folded as in pass 1.
+template <class T>
+struct VarDeviationFold {
+  using Input = var_work_t<T>;
+  const Input* means;
+  Var var;
+  struct Acc {
+    Input mean;
+    Input squares;
+  };
+  Acc init() const { return {Input(0), Input(0)}; }
+  Acc init_at(std::int64_t output_index) const { return {means[output_index], Input(0)}; }
+  void step(Acc& a, Input x, std::int64_t) const {
+    const Input deviation = static_cast<Input>(x - a.mean);
+    a.squares = static_cast<Input>(a.squares + static_cast<Input>(deviation * deviation));
+  }
+  Scalar finish(const Acc& a, std::int64_t rows) const { return variance_value<Input>(a.squares, rows, var, true); }
 };
 
 // ---- the engine -------------------------------------------------------------------------
@@ -246,6 +346,10 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
       ooc::detail::kernel_partial(kernel, state, piece.begin - run_begin, x);
     });
   };
+  // A kernel may need to know which run a state reduces (var's second pass: its mean).
+  auto start = [&](State& state, std::int64_t run_index) {
+    if constexpr (requires { kernel.start_run(state, run_index); }) kernel.start_run(state, run_index);
+  };
   State running = ooc::detail::kernel_identity<T>(kernel);
   run_pipeline(
       plan, streams, options,
@@ -256,6 +360,7 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
           State state = identity, total = identity;
           for (std::int64_t begin = tile.begin; begin < tile.end; begin += run) {
             state = identity;
+            start(state, begin / run);
             fold_into(state, tile, begin, begin + run, begin);
             if constexpr (!in_order) {  // as a full reduction: the run's state merged into a fresh one
               total = identity;
@@ -269,17 +374,78 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
         }
         if (in_order) return std::nullopt;
         State state = ooc::detail::kernel_identity<T>(kernel);
+        start(state, tile.begin / run);
         fold_into(state, tile, tile.begin, tile.end, tile.begin / run * run);
         return state;
       },
       [&](const Tile& tile, std::optional<State>&& state) {
         if (whole_slabs(tile, run)) return;
         const std::int64_t run_begin = tile.begin / run * run;
-        if (tile.begin == run_begin) running = ooc::detail::kernel_identity<T>(kernel);
+        if (tile.begin == run_begin) {
+          running = ooc::detail::kernel_identity<T>(kernel);
+          start(running, tile.begin / run);
+        }
         if constexpr (in_order) fold_into(running, tile, tile.begin, tile.end, run_begin);
         else kernel.merge(running, std::move(*state));
         if (tile.end == run_begin + run) out.put(tile.begin / run, ooc::detail::kernel_result<T>(kernel, running));
       });
+}
+
+// The accumulators of one slab's row: one per column (inner element), each folded by the
+// fold's per-element step. A fold may bring its own Columns instead (nanmean keeps its
+// totals and counts in two arrays, so that the loop over a row vectorises).
+template <class Fold>
+struct ElementColumns {
+  using Input = typename Fold::Input;
+  using Acc = typename Fold::Acc;
+  const Fold* fold;
+  std::unique_ptr<Acc[]> acc;  // not a vector: vector<bool> has no data()
+
+  ElementColumns(const Fold& f, std::int64_t inner, std::int64_t slab_index)
+      : fold(&f), acc(std::make_unique<Acc[]>(static_cast<std::size_t>(inner))) {
+    // A fold may start each output element from its own value (var's second pass: the mean).
+    if constexpr (requires { f.init_at(slab_index); })
+      for (std::int64_t i = 0; i < inner; ++i) acc[static_cast<std::size_t>(i)] = f.init_at(slab_index * inner + i);
+    else
+      std::fill(acc.get(), acc.get() + inner, f.init());
+  }
+  // Columns first .. first + n of row `row`.
+  void add_row(const Input* values, std::int64_t first, std::int64_t n, std::int64_t row) {
+    Acc* a = acc.get() + first;
+    for (std::int64_t k = 0; k < n; ++k) fold->step(a[k], values[k], row);
+  }
+  // `rows` whole rows of `inner` columns from row `row`. Eight columns at a time down the
+  // rows, their accumulators held in registers (the rows are in cache: a block is
+  // kBlockElements); each column still adds its rows in order, so the bits are numpy's.
+  // Row by row instead, the accumulators went through memory and each short row paid a
+  // loop's setup.
+  void add_rows(const Input* values, std::int64_t inner, std::int64_t rows, std::int64_t row) {
+    if constexpr (requires { Fold::kRowByRow; }) {
+      for (std::int64_t r = 0; r < rows; ++r) add_row(values + r * inner, 0, inner, row + r);
+      return;
+    }
+    constexpr std::int64_t kChunk = 8;
+    std::int64_t first = 0;
+    for (; first + kChunk <= inner; first += kChunk) {
+      Acc local[kChunk];
+      std::copy(acc.get() + first, acc.get() + first + kChunk, local);
+      const Input* at = values + first;
+      for (std::int64_t r = 0; r < rows; ++r, at += inner)
+        for (std::int64_t k = 0; k < kChunk; ++k) fold->step(local[k], at[k], row + r);
+      std::copy(local, local + kChunk, acc.get() + first);
+    }
+    if (first < inner)
+      for (std::int64_t r = 0; r < rows; ++r) add_row(values + r * inner + first, first, inner - first, row + r);
+  }
+  Scalar finish(std::int64_t column, std::int64_t rows) const {
+    return fold->finish(acc[static_cast<std::size_t>(column)], rows);
+  }
+};
+
+template <class Fold>
+auto make_columns(const Fold& fold, std::int64_t inner, std::int64_t slab_index) {
+  if constexpr (requires { fold.columns(inner, slab_index); }) return fold.columns(inner, slab_index);
+  else return ElementColumns<Fold>(fold, inner, slab_index);
 }
 
 // The axis does not vary fastest: each output element folds its rows one after another.
@@ -287,13 +453,21 @@ template <class T, class Fold>
 void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold, const Output& out,
                const PipelineOptions& options) {
   using Input = typename Fold::Input;
-  using Acc = typename Fold::Acc;
+  using Columns = decltype(make_columns(fold, 0, 0));
   const std::int64_t inner = layout.inner;
   const std::int64_t slab = layout.reduce * inner;
   const TilePlan plan = TilePlan::slabs(layout.outer, slab, in.dtype().itemsize(), options.tile_bytes);
-  ooc::detail::Streams streams(plan, options);
+  // A slab larger than a tile is folded on the commit stage: one thread, in order. Mapped
+  // afresh, its pages would fault in there, one fault per 16 pages (mean over axis 0 of
+  // 1 GiB of (N, 8) float64: 16,895 faults, 78 ms of system time beside 210 ms of user
+  // time); populated by the kernel threads instead (MADV_POPULATE_READ, one call per tile,
+  // in parallel: 942 faults), the commit stage only reads.
+  PipelineOptions fold_options = options;
+  if (!plan.empty() && !whole_slabs(plan[0], slab)) fold_options.populate = true;
+  ooc::detail::Streams streams(plan, fold_options);
   streams.add_input(in);
-  auto fold_into = [&](Acc* acc, const Tile& tile, std::int64_t begin, std::int64_t end, std::int64_t slab_begin) {
+  auto fold_into = [&](Columns& columns, const Tile& tile, std::int64_t begin, std::int64_t end,
+                       std::int64_t slab_begin) {
     ooc::detail::visit_values_as<Input>(tile_values(streams, in, tile, begin), in.dtype(), Tile{tile.index, begin, end},
                                         [&](const Tile& piece, const ConstArrayMap<Input>& x) {
       const Input* values = x.data();
@@ -302,36 +476,39 @@ void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold
       std::int64_t row = at / inner, i = at % inner;  // one division per block, not per row
       if (i > 0) {  // the rest of a row begun in the block before
         const std::int64_t n = std::min(left, inner - i);
-        for (std::int64_t k = 0; k < n; ++k) fold.step(acc[i + k], values[k], row);
+        columns.add_row(values, i, n, row);
         values += n;
         left -= n;
         ++row;
       }
-      // Whole rows: the columns of a row are independent, so the inner loop vectorises
-      // (numpy's order along each column is kept: row after row).
-      for (; left >= inner; left -= inner, values += inner, ++row)
-        for (std::int64_t k = 0; k < inner; ++k) fold.step(acc[k], values[k], row);
-      for (std::int64_t k = 0; k < left; ++k) fold.step(acc[k], values[k], row);  // a row the next block ends
+      // Whole rows: the columns of a row are independent, so the loops over columns
+      // vectorise (numpy's order along each column is kept: row after row).
+      if (const std::int64_t rows = left / inner; rows > 0) {
+        if constexpr (requires { columns.add_rows(values, inner, rows, row); }) {
+          columns.add_rows(values, inner, rows, row);
+        } else {
+          for (std::int64_t r = 0; r < rows; ++r) columns.add_row(values + r * inner, 0, inner, row + r);
+        }
+        values += rows * inner;
+        left -= rows * inner;
+        row += rows;
+      }
+      if (left > 0) columns.add_row(values, 0, left, row);  // a row the next block ends
     });
   };
-  auto finish = [&](const Acc* acc, std::int64_t slab_index) {
-    for (std::int64_t i = 0; i < inner; ++i) out.put(slab_index * inner + i, fold.finish(acc[i], layout.reduce));
+  auto finish = [&](const Columns& columns, std::int64_t slab_index) {
+    for (std::int64_t i = 0; i < inner; ++i) out.put(slab_index * inner + i, columns.finish(i, layout.reduce));
   };
-  auto fresh = [&] {
-    auto acc = std::make_unique<Acc[]>(static_cast<std::size_t>(inner));
-    std::fill(acc.get(), acc.get() + inner, fold.init());
-    return acc;
-  };
-  std::unique_ptr<Acc[]> running;
+  std::optional<Columns> running;
   struct Done {};
   run_pipeline(
-      plan, streams, options,
+      plan, streams, fold_options,
       [&](const Tile& tile) {
         if (whole_slabs(tile, slab)) {
           for (std::int64_t begin = tile.begin; begin < tile.end; begin += slab) {
-            const auto acc = fresh();
-            fold_into(acc.get(), tile, begin, begin + slab, begin);
-            finish(acc.get(), begin / slab);
+            Columns columns = make_columns(fold, inner, begin / slab);
+            fold_into(columns, tile, begin, begin + slab, begin);
+            finish(columns, begin / slab);
           }
         }
         return Done{};
@@ -339,9 +516,9 @@ void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold
       [&](const Tile& tile, Done&&) {
         if (whole_slabs(tile, slab)) return;
         const std::int64_t slab_begin = tile.begin / slab * slab;
-        if (tile.begin == slab_begin) running = fresh();
-        fold_into(running.get(), tile, tile.begin, tile.end, slab_begin);
-        if (tile.end == slab_begin + slab) finish(running.get(), tile.begin / slab);
+        if (tile.begin == slab_begin) running.emplace(make_columns(fold, inner, tile.begin / slab));
+        fold_into(*running, tile, tile.begin, tile.end, slab_begin);
+        if (tile.end == slab_begin + slab) finish(*running, tile.begin / slab);
       });
 }
 
@@ -356,6 +533,28 @@ void reduce_along(const MappedArray& in, const AxisLayout& layout, const Kernel&
       reduce_runs<T>(in, layout, kernel, out, options);
     } else {
       fold_rows<T>(in, layout, make_fold.template operator()<T>(), out, options);
+    }
+  });
+}
+
+// numpy's two passes (see VarMeanKernel): the means go to a buffer of the output's size,
+// then the squared deviations from them are summed into the output.
+void var_along(const MappedArray& in, const AxisLayout& layout, const Var& var, bool array_result, const Output& out,
+               const PipelineOptions& options) {
+  if (layout.reduce == 0) {
+    // The empty reduction: NaN, as numpy's (through the one-pass kernel's empty state).
+    return reduce_along(in, layout, var, []<class T>() { return VarMeanFold<T>{}; }, out, options);
+  }
+  visit_dtype(in.dtype(), [&]<class T>(std::type_identity<T>) {
+    using W = var_work_t<T>;
+    std::vector<W> means(static_cast<std::size_t>(layout.outer * layout.inner));
+    const Output mean_out{dtype_of<W>, reinterpret_cast<std::byte*>(means.data())};
+    if (layout.inner == 1) {
+      reduce_runs<T>(in, layout, VarMeanKernel<W>{}, mean_out, options);
+      reduce_runs<T>(in, layout, VarDeviationKernel<W>{means.data(), var, array_result}, out, options);
+    } else {
+      fold_rows<T>(in, layout, VarMeanFold<T>{}, mean_out, options);
+      fold_rows<T>(in, layout, VarDeviationFold<T>{means.data(), var}, out, options);
     }
   });
 }
@@ -394,9 +593,9 @@ void ReduceOp::run_axis(const MappedArray& in, int axis, std::span<std::byte> ou
   const bool array_result = in.ndim() >= 2;  // a 1-d array reduces to a scalar, divided as one
   try {
     switch (code_) {
-      case Code::sum: return reduce_along(in, layout, Sum{}, []<class T>() { return SumFold<T>{}; }, output, options);
+      case Code::sum: return reduce_along(in, layout, Sum{}, []<class T>() { return SumFold<T, false>{}; }, output, options);
       case Code::nansum:
-        return reduce_along(in, layout, NanSum{}, []<class T>() { return SumFold<T>{true}; }, output, options);
+        return reduce_along(in, layout, NanSum{}, []<class T>() { return SumFold<T, true>{}; }, output, options);
       case Code::prod: return reduce_along(in, layout, Prod{}, []<class T>() { return ProdFold<T>{}; }, output, options);
       case Code::mean:
         return reduce_along(in, layout, Mean{array_result}, [&]<class T>() { return MeanFold<T>{array_result}; },
@@ -416,8 +615,7 @@ void ReduceOp::run_axis(const MappedArray& in, int axis, std::span<std::byte> ou
       case Code::argmax:
         return reduce_along(in, layout, ArgMax{}, []<class T>() { return ArgFold<T, false>{}; }, output, options);
       case Code::var: case Code::std: {
-        const Var var{params_.ddof, code_ == Code::std};
-        return reduce_along(in, layout, var, [&]<class T>() { return VarFold<T>{var}; }, output, options);
+        return var_along(in, layout, Var{params_.ddof, code_ == Code::std}, array_result, output, options);
       }
       case Code::count_nonzero:
         return reduce_along(in, layout, CountNonzero{}, []<class T>() { return CountFold<T>{}; }, output, options);

@@ -3,8 +3,8 @@ arrays give numpy 1.24's values (bit for bit: numpy's flat blocks along a contig
 axis, its row-by-row adds along any other), dtypes and shapes; results print as nested
 lists or go to a .npy with -o; thread counts and tile sizes do not change a bit.
 
-var and std agree within the tolerance DESIGN.md states (one pass in float64; numpy's two
-passes in the input's float type)."""
+var and std are numpy's two passes (the mean, then the squared deviations from it, each
+summed in the input's float type in numpy's order along the axis), bit for bit too."""
 import itertools
 import json
 import os
@@ -24,19 +24,6 @@ REDUCTIONS = {
     "norm": lambda a, axis: np.linalg.norm(a, axis=axis),
 }
 INTEGER_OPS = ["sum", "prod", "mean", "min", "argmax", "count_nonzero", "all", "norm", "var"]
-# var/std: numpy computes float16 and float32 in that type, adding rows one by one along
-# a non-contiguous axis; ooc computes in float64 (DESIGN.md). numpy's float16 variance is
-# itself off by percents (sums of thousands of float16 squares), so float16 is compared
-# relative to the largest value.
-VAR_RTOL = {"float16": 2e-2, "float32": 1e-3, "float64": 1e-12}
-
-
-def assert_close_variance(got, expected):
-    rtol = VAR_RTOL[expected.dtype.name]
-    finite = np.abs(expected[np.isfinite(expected)]) if expected.ndim else np.abs(expected)
-    scale = float(np.max(finite)) if np.size(finite) else 0.0
-    atol = rtol * scale if expected.dtype == np.float16 else 0
-    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
 
 
 SHAPES = [(3001, 8), (8, 3001), (6, 7, 250)]
@@ -69,10 +56,7 @@ class AxisTest(unittest.TestCase):
                 got = np.load(out)
                 self.assertEqual(got.dtype, expected.dtype)
                 self.assertEqual(got.shape, expected.shape)
-                if op in ("var", "std"):
-                    assert_close_variance(got, expected)
-                else:
-                    self.assertTrue(same_bits(got, expected), f"{op} along {axis}")
+                self.assertTrue(same_bits(got, expected), f"{op} along {axis}")
             if os.path.exists(out):
                 os.remove(out)
 
@@ -115,17 +99,14 @@ class AxisTest(unittest.TestCase):
                 got = run_json("reduce", op, self.tmp.save("r.npy", a), "--axis", axis, "--tile-bytes", "8K",
                                "--threads", "3")
                 got = np.array(got["value"]).astype(expected.dtype)
-                if op == "var":
-                    np.testing.assert_allclose(got, expected, rtol=1e-12)
-                else:
-                    self.assertTrue(same_bits(got, expected), op)
+                self.assertTrue(same_bits(got, expected), op)
             # Columns folded row by row across tiles: tall C array along axis 0.
             tall = np.ascontiguousarray(a.T) if order == "F" else np.asfortranarray(a.T)
             self.check(tall, ["sum", "mean", "max", "argmax"], "--tile-bytes", "8K", "--threads", "2")
 
     def test_var_along_rows_of_offset_or_overflowing_values(self):
         # Columns folded row by row (axis 0 of a C array): values with a large offset
-        # keep their digits, and finite values whose squares overflow give numpy's inf.
+        # and finite values whose squares overflow (numpy's inf) give numpy's bits.
         rng = np.random.default_rng(12)
         offset = np.ascontiguousarray(1e8 + rng.random((3001, 4)))
         counts = np.array([[65535, 7], [65534, 8], [65534, 9]], dtype=">u2")
@@ -138,7 +119,55 @@ class AxisTest(unittest.TestCase):
                     got = np.array(run_json("reduce", op, path, "--axis", 0, "--tile-bytes", "4K")["value"])
                     with np.errstate(all="ignore"):
                         expected = REDUCTIONS[op](a, axis=0)
-                    np.testing.assert_allclose(got, expected, rtol=1e-12)
+                    self.assertTrue(same_bits(got.astype(expected.dtype), expected), f"{got} != {expected}")
+
+    def test_var_and_std_are_numpys_two_passes_bit_for_bit(self):
+        # Every float dtype and byte order, integers and bool (as float64), 1..40 columns
+        # in C and Fortran order, 3-d arrays, NaN and infinities, ddof, and tiles that cut
+        # rows and runs in odd places (the two passes then each merge pieces in order).
+        rng = np.random.default_rng(19)
+        dtypes = ["<f8", ">f8", "<f4", ">f4", "<f2", ">f2", "<i8", ">u2", "|b1"]
+        cases = []
+        for k, dtype in enumerate(dtypes):
+            for columns in (1, 2, 3, 7, 8, 9, 17, 40):
+                cases.append((dtype, (int(rng.integers(1, 700)), columns), "CF"[(k + columns) % 2]))
+            cases.append((dtype, (6, 7, 250), "CF"[k % 2]))
+            cases.append((dtype, (5, 3001), "CF"[(k + 1) % 2]))
+        for case, (dtype, shape, order) in enumerate(cases):
+            a = sample(dtype, shape, seed=case)
+            if a.dtype.kind == "f":
+                if a.dtype.itemsize == 2:
+                    a = (a / 50).astype(dtype)  # numpy's float16 squares mostly finite
+                special = rng.random(a.shape) < 0.01
+                a[special] = rng.choice([np.nan, np.inf, -np.inf], int(special.sum()))
+            a = np.asarray(a, order=order)
+            path = self.tmp.save("v.npy", a)
+            out = self.tmp.file("vo.npy")
+            for axis, op in itertools.product(range(a.ndim), ("var", "std")):
+                ddof = int(rng.integers(0, 3))
+                tile = str(int(rng.choice([64, 200, 1000, 4096, 1 << 20])))
+                run("reduce", op, path, "--axis", axis, "--ddof", ddof, "--tile-bytes", tile, "-o", out, "--quiet")
+                expected = numpy_axis(op, a, axis) if ddof == 0 else numpy_or_error(
+                    REDUCTIONS[op], a, axis=axis, ddof=ddof)
+                got = np.load(out)
+                with self.subTest(op=op, axis=axis, dtype=dtype, shape=shape, order=order, ddof=ddof, tile=tile):
+                    self.assertEqual(got.dtype, expected.dtype)
+                    self.assertTrue(same_bits(got, expected), f"{got} != {expected}")
+
+    def test_var_divides_by_a_large_count_as_numpy_does(self):
+        # numpy divides a float16/float32 sum by a count of 2^16 or more in float64 (value-
+        # based casting), a smaller one in float32: both sides of that line, both passes.
+        for dtype, rows in itertools.product(["<f4", "<f2"], [65535, 65536, 70001]):
+            a = (sample("<f8", (rows, 2), seed=rows) / 100).astype(dtype)
+            for order, axis in (("C", 0), ("F", 0), ("C", 1)):
+                b = np.asarray(a if axis == 0 else a.T, order=order)
+                path = self.tmp.save("n.npy", b)
+                for op in ("var", "std", "mean"):
+                    out = self.tmp.file("no.npy")
+                    run("reduce", op, path, "--axis", axis, "-o", out, "--quiet")
+                    expected = numpy_axis(op, b, axis)
+                    with self.subTest(op=op, dtype=dtype, rows=rows, order=order, axis=axis):
+                        self.assertTrue(same_bits(np.load(out), expected))
 
     def test_threads_and_tile_sizes_do_not_change_a_bit(self):
         a = np.asfortranarray(sample("<f4", (4001, 3, 5), seed=1, nan=True))

@@ -391,6 +391,13 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
       });
 }
 
+// A fold reads its rows from memory on one thread (the commit stage, for a slab larger
+// than a tile), in order: asking for the row this many rows ahead keeps more of the
+// memory's latency hidden than the hardware's prefetcher alone. Mean over axis 0 of a
+// warm 2 GiB (N, 8) float64 file: 0.164-0.173 s against 0.184-0.196 s (32 rows, 2 KiB;
+// 16, 64 and 128 rows measured the same or worse).
+constexpr std::int64_t kPrefetchRows = 32;
+
 // The accumulators of one slab's row: one per column (inner element), each folded by the
 // fold's per-element step. A fold may bring its own Columns instead (nanmean keeps its
 // totals and counts in two arrays, so that the loop over a row vectorises).
@@ -421,7 +428,10 @@ struct ElementColumns {
   // loop's setup.
   void add_rows(const Input* values, std::int64_t inner, std::int64_t rows, std::int64_t row) {
     if constexpr (requires { Fold::kRowByRow; }) {
-      for (std::int64_t r = 0; r < rows; ++r) add_row(values + r * inner, 0, inner, row + r);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        __builtin_prefetch(values + (r + kPrefetchRows) * inner);
+        add_row(values + r * inner, 0, inner, row + r);
+      }
       return;
     }
     constexpr std::int64_t kChunk = 8;
@@ -430,8 +440,10 @@ struct ElementColumns {
       Acc local[kChunk];
       std::copy(acc.get() + first, acc.get() + first + kChunk, local);
       const Input* at = values + first;
-      for (std::int64_t r = 0; r < rows; ++r, at += inner)
+      for (std::int64_t r = 0; r < rows; ++r, at += inner) {
+        __builtin_prefetch(at + kPrefetchRows * inner);
         for (std::int64_t k = 0; k < kChunk; ++k) fold->step(local[k], at[k], row + r);
+      }
       std::copy(local, local + kChunk, acc.get() + first);
     }
     if (first < inner)
@@ -487,7 +499,10 @@ void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold
         if constexpr (requires { columns.add_rows(values, inner, rows, row); }) {
           columns.add_rows(values, inner, rows, row);
         } else {
-          for (std::int64_t r = 0; r < rows; ++r) columns.add_row(values + r * inner, 0, inner, row + r);
+          for (std::int64_t r = 0; r < rows; ++r) {
+            __builtin_prefetch(values + (r + kPrefetchRows) * inner);
+            columns.add_row(values + r * inner, 0, inner, row + r);
+          }
         }
         values += rows * inner;
         left -= rows * inner;

@@ -279,7 +279,8 @@ class Bench:
         best = {}
         for rep in range(max(1, self.args.reps)):
             fastest = {}
-            for p in self.run_probe("memory", 256 if self.args.size == "smoke" else 1024) + self.run_probe("mapped", path):
+            for p in (self.run_probe("memory", 256 if self.args.size == "smoke" else 1024) +
+                      self.run_probe("mapped", path) + self.run_probe("fold", path)):
                 if p.get("best"):
                     continue
                 key = (p["probe"], p["threads"])
@@ -388,7 +389,12 @@ class Bench:
                      {"ooc": self.ooc("reduce", "mean", matrix, "--axis", "0"),
                       "numpy": self.peer("numpy", "mean_axis0", matrix),
                       "dask": self.peer("dask", "mean_axis0", matrix)},
-                     limit=self.limit("mapped_sum"))
+                     limit=self.limit("fold"))
+        self.notes.append("mean over axis 0: its limit is the same work without ooc (`ooc_probe fold`): each column "
+                          "summed row after row, numpy's order and so one adding thread, with 0..N-1 helper threads "
+                          f"filling its page tables ahead; {self.fmt(self.limit('fold'))} GB/s, "
+                          f"{self.fmt(100 * self.limit('fold') / self.limit('mapped_sum'), 0)}% of the full sum's "
+                          f"limit {self.fmt(self.limit('mapped_sum'))}")
         self.notes.append("limit probe: the best of several ways of doing the row's work without ooc, each with "
                           "1..N threads (bench/probe.cpp); cold rows: O_DIRECT reads with 1..N requests in flight, "
                           "read() with readahead, page faults with MADV_SEQUENTIAL; the new-file add-one: O_DIRECT "

@@ -11,6 +11,9 @@
 //        ooc_probe select FILE NCOLS STEP COL...
 //                                      sum of columns COL... of every STEP-th row of a
 //                                      C-ordered (N, NCOLS) float64 .npy (warm)
+//        ooc_probe fold FILE           the 8 columns of a C-ordered (N, 8) float64 .npy
+//                                      each summed in row order, as numpy's mean over axis
+//                                      0 adds them (warm)
 //        ooc_probe inplace FILE        add 1 to every float64 of FILE after its first page,
 //                                      durable (msync or fdatasync) at the end
 //        ooc_probe read FILE           read of FILE from the disk: FILE's cached pages are
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -251,6 +255,95 @@ int mapped(const char* path) {
       }
       probe.add(strategy, threads, bytes, seconds_since(start));
       for (double x : partial) sink = sink + x;
+    }
+  }
+  return probe.finish();
+}
+
+// The axis-0 mean's limit, of the same work: each of the 8 columns of a C-ordered (N, 8)
+// float64 .npy summed row after row, numpy's order (one dependent chain per column, so one
+// thread adds, whatever the core count). Ways: the adding thread's own page faults on a
+// fresh mapping, asking for the row 32 rows ahead; or with 1..N-1 helper threads, which
+// fill the page tables ahead of it (MADV_POPULATE_READ, 8 MiB at a time) or pread the
+// pieces ahead into a ring of small buffers that it sums from.
+int fold(const char* path) {
+  const File file(path, O_RDONLY);
+  unsigned char preamble[10] = {};
+  if (::pread(file.fd, preamble, sizeof preamble, 0) != sizeof preamble) die(path);
+  const std::size_t header = 10 + (preamble[8] | (preamble[9] << 8));  // a version 1.0 .npy header
+  constexpr std::size_t kRow = 8;
+  const std::size_t rows = (file.size - header) / (kRow * 8);
+  constexpr std::size_t kFoldPiece = 256 << 10;  // a core's L2 holds a few
+  constexpr std::size_t kPieceRows = kFoldPiece / (kRow * 8);
+  const std::size_t pieces = (rows + kPieceRows - 1) / kPieceRows;
+  constexpr std::size_t kPopulateEvery = kPiece / kFoldPiece;  // populate helpers: kPiece at a time
+  auto piece_rows = [&](std::size_t k) { return std::min(kPieceRows, rows - k * kPieceRows); };
+  auto add_rows = [](double* acc, const double* p, std::size_t n) {
+    double local[kRow];  // in registers: acc could alias p
+    std::copy(acc, acc + kRow, local);
+    for (std::size_t r = 0; r < n; ++r, p += kRow) {
+      __builtin_prefetch(p + 32 * kRow);
+      for (std::size_t k = 0; k < kRow; ++k) local[k] += p[k];
+    }
+    std::copy(local, local + kRow, acc);
+  };
+  volatile double sink = 0;
+  Probe probe("fold");
+  const std::size_t bytes = rows * kRow * 8;
+  for (int threads : all_threads()) {
+    for (const char* strategy : {"faults", "populate", "pread"}) {
+      const bool alone = std::strcmp(strategy, "faults") == 0;
+      if (alone != (threads == 1)) continue;  // faults: the adder alone; the others: with helpers
+      const int helpers = threads - 1;
+      const bool by_pread = std::strcmp(strategy, "pread") == 0;
+      // pread: a ring of buffers, piece k in buffer k % ring; filled[k % ring] = k + 1 when ready.
+      const std::size_t ring = by_pread ? 4 * static_cast<std::size_t>(helpers) : 0;
+      std::vector<Aligned> buffers;
+      for (std::size_t i = 0; i < ring; ++i) buffers.emplace_back(kFoldPiece);
+      std::unique_ptr<std::atomic<std::size_t>[]> filled(new std::atomic<std::size_t>[std::max<std::size_t>(ring, 1)]);
+      for (std::size_t i = 0; i < ring; ++i) filled[i] = 0;
+      std::atomic<std::size_t> added{0};  // pieces the adder is done with
+      const auto start = Clock::now();
+      const int fd = file.fd;
+      const std::byte* map_base = nullptr;
+      std::size_t map_bytes = header + bytes;
+      if (!by_pread) map_base = static_cast<const std::byte*>(map(fd, map_bytes, PROT_READ));
+      const auto* data = reinterpret_cast<const double*>(map_base + header);
+      std::vector<std::thread> pool;
+      for (int h = 0; h < helpers; ++h)
+        pool.emplace_back([&, h] {
+          // Helper h takes pieces h, h + helpers, ..., staying at most `ahead` pieces in front.
+          const std::size_t ahead = by_pread ? ring : 4 * kPopulateEvery * static_cast<std::size_t>(helpers);
+          double touched = 0;
+          const std::size_t step = by_pread ? static_cast<std::size_t>(helpers) : kPopulateEvery * static_cast<std::size_t>(helpers);
+          const std::size_t first = by_pread ? static_cast<std::size_t>(h) : kPopulateEvery * static_cast<std::size_t>(h);
+          for (std::size_t k = first; k < pieces; k += step) {
+            while (k >= added.load(std::memory_order_acquire) + ahead) std::this_thread::yield();
+            if (by_pread) {
+              pread_all(fd, buffers[k % ring].get(), piece_rows(k) * kRow * 8, header + k * kFoldPiece);
+              filled[k % ring].store(k + 1, std::memory_order_release);
+            } else if (k % kPopulateEvery == 0) {  // the page tables of the next few MiB
+              const std::size_t n = std::min(kPopulateEvery, pieces - k);
+              advise(data + k * kPieceRows * kRow, (n - 1) * kFoldPiece + piece_rows(k + n - 1) * kRow * 8,
+                     MADV_POPULATE_READ);
+            }
+          }
+          sink = sink + touched;
+        });
+      double acc[kRow] = {};
+      for (std::size_t k = 0; k < pieces; ++k) {
+        if (by_pread) {
+          while (filled[k % ring].load(std::memory_order_acquire) != k + 1) std::this_thread::yield();
+          add_rows(acc, reinterpret_cast<const double*>(buffers[k % ring].get()), piece_rows(k));
+        } else {
+          add_rows(acc, data + k * kPieceRows * kRow, piece_rows(k));
+        }
+        added.store(k + 1, std::memory_order_release);
+      }
+      for (auto& th : pool) th.join();
+      if (map_base != nullptr) ::munmap(const_cast<std::byte*>(map_base), map_bytes);
+      probe.add(strategy, threads, bytes, seconds_since(start));
+      for (double x : acc) sink = sink + x;
     }
   }
   return probe.finish();
@@ -495,6 +588,7 @@ int main(int argc, char** argv) {
   if (what == "memory") return memory(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024);
   if (what == "mapped" && argc > 2) return mapped(argv[2]);
   if (what == "inplace" && argc > 2) return mapped_add(argv[2]);
+  if (what == "fold" && argc > 2) return fold(argv[2]);
   if (what == "select" && argc > 5) {
     std::vector<std::size_t> cols;
     for (int i = 5; i < argc; ++i) cols.push_back(std::strtoull(argv[i], nullptr, 10));
@@ -503,7 +597,7 @@ int main(int argc, char** argv) {
   if (what == "read" && argc > 2) return direct_read(argv[2]);
   if (what == "write" && argc > 3) return direct_write(argv[2], std::strtoull(argv[3], nullptr, 10));
   std::fprintf(stderr,
-               "usage: ooc_probe memory [MiB] | mapped FILE | select FILE NCOLS STEP COL... | inplace FILE | read FILE "
+               "usage: ooc_probe memory [MiB] | mapped FILE | fold FILE | select FILE NCOLS STEP COL... | inplace FILE | read FILE "
                "| write FILE BYTES\n");
   return 2;
 }

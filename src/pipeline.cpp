@@ -29,9 +29,6 @@ struct Streams::Impl {
     const MappedArray* array;
     bool output;
     std::uintptr_t dropped_to = 0;  // pages below this address are no longer resident
-    // A cold input read through a mapping (its own or its reader's): the prefetch stage
-    // faults each tile's pages in, in order, rather than asking for tiles ahead.
-    bool faulted_in_order = false;
     // Not read through the mapping: the array's own reader (HDF5), or a direct one.
     detail::TileReader* reader = nullptr;
     std::unique_ptr<detail::TileReader> own_reader;
@@ -65,7 +62,6 @@ struct Streams::Impl {
     for (auto& s : streams)
       if (s->array == &array) {  // in place: one stream, read and written through the mapping
         s->output = true;
-        s->faulted_in_order = false;
         s->reader = nullptr;
         s->own_reader.reset();
         s->buffers.clear();
@@ -92,17 +88,13 @@ struct Streams::Impl {
     throw std::logic_error("array is not one of this run's streams");
   }
 
-  // Most of a mapped array's pages are not in memory (sampled with mincore).
-  static bool is_cold(const MappedArray& array) {
-    return array.nbytes() > 0 && MappedArrayAccess::mapping(array)->cached_fraction() < 0.5;
-  }
-
   bool read_directly(const MappedArray& array) const {
     if (io == Io::mapped || array.nbytes() == 0) return false;
     if (io == Io::direct) return true;
     // Automatic: a cold file larger than this process's memory cannot stay cached anyway,
     // and O_DIRECT reads it about twice as fast as page faults and readahead do.
-    return array.nbytes() > os::memory_limit() && is_cold(array);
+    return array.nbytes() > os::memory_limit() &&
+           MappedArrayAccess::mapping(array)->cached_fraction() < 0.5;
   }
 };
 
@@ -120,7 +112,6 @@ void Streams::add_input(const MappedArray& array) {
   Impl::Stream& s = impl_->add(array, false);
   if (!array.mapped()) {
     s.reader = MappedArrayAccess::reader(array);
-    s.faulted_in_order = s.reader->concurrent() && s.reader->cold();
   } else if (impl_->read_directly(array)) {
     if (auto fd = os::reopen_direct(MappedArrayAccess::fd(array), false)) {
       s.own_reader = std::make_unique<os::DirectReader>(std::move(*fd), array.info().data_offset,
@@ -128,7 +119,6 @@ void Streams::add_input(const MappedArray& array) {
       s.reader = s.own_reader.get();
     }
   }
-  if (!s.buffered() && !s.output) s.faulted_in_order = Impl::is_cold(array);
   if (s.buffered()) impl_->make_buffers(s);
 }
 
@@ -180,20 +170,11 @@ void Streams::prefetch(std::size_t position) {
     else if (!s->reader->concurrent())
       s->starts[slot] = s->reader->read(tile.begin, tile.end, s->buffers[slot]);
   }
-  for (auto& s : m.streams) {
-    if (!s->faulted_in_order) continue;
-    if (s->reader)
-      s->reader->fault_in(tile.begin, tile.end);
-    else
-      MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_read);
-  }
   const std::size_t horizon = std::min(m.plan.size(), position + m.depth + 1);
   for (; m.advised < horizon; ++m.advised) {
     const Tile ahead = m.plan[m.advised];
     for (auto& s : m.streams)
-      if (s->faulted_in_order)
-        continue;
-      else if (!s->output && !s->buffered())
+      if (!s->output && !s->buffered())
         MappedArrayAccess::advise(*s->array, ahead.begin, ahead.end, os::Advice::will_need);
       else if (!s->output && s->reader)
         s->reader->will_need(ahead.begin, ahead.end);
@@ -217,7 +198,7 @@ void Streams::acquire(const Tile& tile) {
                               static_cast<std::size_t>(s->array->dtype().itemsize()));
       s->starts[slot] = s->buffers[slot].data();
     }
-    if (m.populate && !s->output && !s->buffered() && !s->faulted_in_order)
+    if (m.populate && !s->output && !s->buffered())
       MappedArrayAccess::advise(*s->array, tile.begin, tile.end, os::Advice::populate_read);
     // A mapped output's pages made writable in one call rather than one write fault
     // each: in-place add-one of a warm 2 GiB file 1.0-1.08 s against 1.35-1.65 s.

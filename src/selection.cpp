@@ -581,18 +581,16 @@ class SelectionReader final : public detail::TileReader {
   // (an HDF5 dataset) is read in the serial stage, as it would be alone.
   bool concurrent() const override { return source_.mapped(); }
 
-  void will_need(std::int64_t begin, std::int64_t end) override { advise_spans(begin, end, os::Advice::will_need); }
-
-  // Only a dense selection is read in order: a sparse one's pages are asked for ahead
-  // (will_need), all in flight at once, as faulting them one after another waits for
-  // each (x[::1000] of a cold 512 MiB file: 0.11 s against 0.23-0.25 s).
-  bool cold() const override {
-    return dense_ && source_.mapped() && source_.nbytes() > 0 &&
-           detail::MappedArrayAccess::mapping(source_)->cached_fraction() < 0.5;
-  }
-
-  void fault_in(std::int64_t begin, std::int64_t end) override {
-    advise_spans(begin, end, os::Advice::populate_read);
+  void will_need(std::int64_t begin, std::int64_t end) override {
+    if (!source_.mapped()) return;
+    SpanBuilder spans(gap_, SpanBuilder::Runs::dropped);
+    auto advise = [&](const Span& span, const std::vector<Run>&) {
+      detail::MappedArrayAccess::advise(source_, span.lo, span.hi + 1, os::Advice::will_need);
+    };
+    // With a stash, only the first block's tiles read the source.
+    const std::int64_t last = stash_ ? std::min(end, block_elements_) : end;
+    for_each_run(layout_, begin, last, [&](const Run& run) { spans.add(run, advise); });
+    spans.finish(advise);
   }
 
   // The source pages wholly inside the tile's covering range: a later tile that shares
@@ -625,19 +623,6 @@ class SelectionReader final : public detail::TileReader {
   double spread() const { return spread_; }
 
  private:
-  // Advises the spans of the source that tile [begin, end) reads.
-  void advise_spans(std::int64_t begin, std::int64_t end, os::Advice advice) {
-    if (!source_.mapped()) return;
-    SpanBuilder spans(gap_, SpanBuilder::Runs::dropped);
-    auto advise = [&](const Span& span, const std::vector<Run>&) {
-      detail::MappedArrayAccess::advise(source_, span.lo, span.hi + 1, advice);
-    };
-    // With a stash, only the first block's tiles read the source.
-    const std::int64_t last = stash_ ? std::min(end, block_elements_) : end;
-    for_each_run(layout_, begin, last, [&](const Run& run) { spans.add(run, advise); });
-    spans.finish(advise);
-  }
-
   // Decides whether the selection is read in one pass over the rows (Stash): where the
   // outermost loop interleaves with the inner ones (its blocks then cover the same
   // source range), the source is mapped and the stash fits in a quarter of this
@@ -696,7 +681,6 @@ class SelectionReader final : public detail::TileReader {
     // Dense: the spans cover most of the range, so read it as a stream with readahead.
     // Sparse: no readahead, only the spans' pages (advised one tile ahead) are read.
     const bool sequential = density >= 0.5;
-    dense_ = sequential;
     // Where the blocks interleave, each block's elements cover the whole range (and with
     // a stash a tile of block 0 reads the rows of every block): a tile's span of the
     // source is that of one block's elements.
@@ -732,7 +716,6 @@ class SelectionReader final : public detail::TileReader {
   std::size_t item_;
   std::int64_t gap_;  // in elements
   double spread_ = 1;
-  bool dense_ = true;  // the spans cover most of the covering range (read with readahead)
   std::unique_ptr<Stash> stash_;     // set when read in one pass over the rows
   std::int64_t block_elements_ = 0;  // elements per block of an interleaving outermost loop, else 0
   double stash_bytes_ = 0;           // what the stash holds (or would hold)

@@ -73,14 +73,6 @@ class TileReader {
   /// Called from the prefetch stage a few tiles ahead of read(begin, end): a reader
   /// that reads through a mapping can advise the pages it will touch.
   virtual void will_need(std::int64_t /*begin*/, std::int64_t /*end*/) {}
-  /// True for a reader that reads through a mapping whose pages are mostly not in memory
-  /// (asked once, as a run starts): the pipeline then calls fault_in() for each tile in
-  /// order instead of will_need() ahead.
-  virtual bool cold() const { return false; }
-  /// Called from the prefetch stage, in tile order, as the tile is handed to a kernel
-  /// thread: faults in the pages read(begin, end) will touch, so that the file is read by
-  /// one stream in order, as the kernel's readahead reads best (DESIGN.md, "Cold reads").
-  virtual void fault_in(std::int64_t /*begin*/, std::int64_t /*end*/) {}
   /// Called from the commit stage once elements [begin, end) are done with: a reader
   /// that reads through a mapping lets go of the pages only they needed, so that memory
   /// stays bounded by the tiles in flight, as for a mapped array.

@@ -1,7 +1,4 @@
 #include "ooc/internal/pipeline.hpp"
-#include "ooc/ooc.hpp"
-
-#include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
@@ -268,47 +265,4 @@ TEST_CASE("progress over a part of a plan counts that part's tiles and elements"
   CHECK(seen.back().elements == 8 * ooc::kBlockElements + 3);
   CHECK(seen.back().tiles_done == 3);
   CHECK(seen.back().tiles == 3);
-}
-
-TEST_CASE("a cold input's tile is in memory when its kernel starts: the prefetch stage faulted it in, in order") {
-  ooc::testing::ScratchDir dir;
-  const std::string path = dir.file("cold.npy");
-  constexpr std::int64_t kElements = std::int64_t{1} << 20;  // 8 MiB
-  {
-    ooc::MappedArray out = ooc::create_npy(path, ooc::dtype_of<double>, {kElements});
-    auto* values = reinterpret_cast<double*>(out.writable_bytes().data());
-    for (std::int64_t i = 0; i < kElements; ++i) values[i] = static_cast<double>(i % 1000);
-    out.commit();
-  }
-  if (!ooc::testing::evict_from_page_cache(path)) {
-    MESSAGE("skipped: the file system keeps the file in memory (tmpfs?)");
-    return;
-  }
-  const ooc::MappedArray a = ooc::map_file(path);
-  const ooc::TilePlan plan = ooc::TilePlan::for_array(a, 1 << 20);
-  REQUIRE(plan.size() == 8);
-  ooc::PipelineOptions options;
-  options.threads = 2;
-  ooc::detail::Streams streams(plan, options);
-  streams.add_input(a);
-  std::vector<double> resident(plan.size(), -1);
-  double total = 0;
-  ooc::detail::run_pipeline(
-      plan, streams, options,
-      [&](const ooc::Tile& tile) {
-        // Before the kernel touches a byte of it (a page read ahead asynchronously would
-        // still be on its way from the disk here).
-        resident[tile.index] = ooc::testing::resident_fraction(
-            path, static_cast<std::size_t>(a.info().data_offset + tile.begin * 8),
-            static_cast<std::size_t>((tile.end - tile.begin) * 8));
-        const auto* values = reinterpret_cast<const double*>(a.bytes().data());
-        double sum = 0;
-        for (std::int64_t i = tile.begin; i < tile.end; ++i) sum += values[i];
-        return sum;
-      },
-      [&](const ooc::Tile&, double&& sum) { total += sum; });
-  for (double r : resident) CHECK(r == 1.0);
-  double expected = 0;
-  for (std::int64_t i = 0; i < kElements; ++i) expected += static_cast<double>(i % 1000);
-  CHECK(total == expected);  // integers: exact in any order
 }

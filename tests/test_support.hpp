@@ -1,16 +1,10 @@
 #pragma once
 // A scratch directory per test, removed afterwards (under $OOC_TEST_TMP or /tmp).
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
-#include <vector>
 
 namespace ooc::testing {
 
@@ -56,34 +50,5 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
-// The fraction of bytes [offset, offset + size) of a file that is in the page cache.
-inline double resident_fraction(const std::string& path, std::size_t offset = 0, std::size_t size = 0) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return -1;
-  const auto file_size = static_cast<std::size_t>(::lseek(fd, 0, SEEK_END));
-  if (size == 0) size = file_size - offset;
-  const std::size_t page = 4096, first = offset / page * page;
-  const std::size_t length = offset + size - first;
-  void* map = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(first));
-  ::close(fd);
-  if (map == MAP_FAILED) return -1;
-  std::vector<unsigned char> resident((length + page - 1) / page);
-  const bool ok = ::mincore(map, length, resident.data()) == 0;
-  ::munmap(map, length);
-  if (!ok) return -1;
-  std::size_t in = 0;
-  for (unsigned char r : resident) in += r & 1;
-  return static_cast<double>(in) / static_cast<double>(resident.size());
-}
-
-// Writes a file's pages back and drops them from the page cache (clean pages go at once).
-// False where the file system keeps them anyway (tmpfs): a test of cold reads skips then.
-inline bool evict_from_page_cache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return false;
-  const bool ok = ::fdatasync(fd) == 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
-  ::close(fd);
-  return ok && resident_fraction(path) < 0.5;
-}
 
 }  // namespace ooc::testing

@@ -44,7 +44,7 @@ struct PipelineOptions {
   int threads = 0;                            ///< 0: every core TBB sees
   Io io = Io::automatic;
   std::uint64_t tile_bytes = kDefaultTileBytes;
-  int prefetch = 2;                           ///< tiles whose pages are requested ahead (not for a cold mapped input: faulted in order)
+  int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
   bool populate = false;                      ///< fill a tile's input page table before its kernel runs
   /// Only these tiles of the array's plan are processed (a reduction then gives the

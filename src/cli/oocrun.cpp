@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.add_option("--threads", common.threads, "worker threads (default: every core)")->check(CLI::Range(1, 4096));
   app.add_option("--tile-bytes", common.tile_bytes, "bytes per tile, e.g. 64M or 1G (default 16M)");
-  app.add_option("--prefetch", common.prefetch, "tiles whose pages are requested ahead (default 2; a cold mapped input is instead faulted in tile by tile, in order)")
+  app.add_option("--prefetch", common.prefetch, "tiles whose pages are requested ahead (default 2)")
       ->check(CLI::Range(0, 4096));
   app.add_option("--io", common.io_mode,
                  "mmap, direct (O_DIRECT into reused buffers) or auto (default: direct for new outputs and "

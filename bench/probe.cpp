@@ -308,7 +308,7 @@ int fold(const char* path) {
       const std::byte* map_base = nullptr;
       std::size_t map_bytes = header + bytes;
       if (!by_pread) map_base = static_cast<const std::byte*>(map(fd, map_bytes, PROT_READ));
-      const auto* data = reinterpret_cast<const double*>(map_base + header);
+      const auto* data = map_base != nullptr ? reinterpret_cast<const double*>(map_base + header) : nullptr;
       std::vector<std::thread> pool;
       for (int h = 0; h < helpers; ++h)
         pool.emplace_back([&, h] {

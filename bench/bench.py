@@ -244,6 +244,9 @@ class Bench:
         order, and records the median seconds (and peak RSS) of each. A "limit" label is a
         probe taking its turn with the others: this shared disk's speed drifts over minutes,
         so a disk-bound row is compared with the disk as it was during that row."""
+        # The files the rows before wrote (the bench's own data, up to 4 GiB of it) finish
+        # their write-back now, not during this row's disk-bound runs.
+        os.sync()
         seconds = {label: [] for label in commands}
         peaks = {label: [] for label in commands}
         labels = list(commands)

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -398,6 +399,15 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
 // 16, 64 and 128 rows measured the same or worse).
 constexpr std::int64_t kPrefetchRows = 32;
 
+// Asks for the row kPrefetchRows rows after `row` (rows of `inner` elements). The address
+// is computed as an integer: near the end of the data it lies past the array, which a
+// prefetch may name but C++ pointer arithmetic may not.
+template <class T>
+inline void prefetch_rows_ahead(const T* row, std::int64_t inner) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(row) +
+                                                   sizeof(T) * static_cast<std::uintptr_t>(kPrefetchRows * inner)));
+}
+
 // The accumulators of one slab's row: one per column (inner element), each folded by the
 // fold's per-element step. A fold may bring its own Columns instead (nanmean keeps its
 // totals and counts in two arrays, so that the loop over a row vectorises).
@@ -429,7 +439,7 @@ struct ElementColumns {
   void add_rows(const Input* values, std::int64_t inner, std::int64_t rows, std::int64_t row) {
     if constexpr (requires { Fold::kRowByRow; }) {
       for (std::int64_t r = 0; r < rows; ++r) {
-        __builtin_prefetch(values + (r + kPrefetchRows) * inner);
+        prefetch_rows_ahead(values + r * inner, inner);
         add_row(values + r * inner, 0, inner, row + r);
       }
       return;
@@ -441,7 +451,7 @@ struct ElementColumns {
       std::copy(acc.get() + first, acc.get() + first + kChunk, local);
       const Input* at = values + first;
       for (std::int64_t r = 0; r < rows; ++r, at += inner) {
-        __builtin_prefetch(at + kPrefetchRows * inner);
+        prefetch_rows_ahead(at, inner);
         for (std::int64_t k = 0; k < kChunk; ++k) fold->step(local[k], at[k], row + r);
       }
       std::copy(local, local + kChunk, acc.get() + first);
@@ -500,7 +510,7 @@ void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold
           columns.add_rows(values, inner, rows, row);
         } else {
           for (std::int64_t r = 0; r < rows; ++r) {
-            __builtin_prefetch(values + (r + kPrefetchRows) * inner);
+            prefetch_rows_ahead(values + r * inner, inner);
             columns.add_row(values + r * inner, 0, inner, row + r);
           }
         }

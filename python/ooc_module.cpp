@@ -8,6 +8,7 @@
 // KeyboardInterrupt is raised once the worker has unwound.
 
 #include "cli/options.hpp"
+#include "format/hdf5.hpp"
 #include "ooc/internal/pipeline.hpp"
 #include "ooc/ooc.hpp"
 #include "ooc/text.hpp"
@@ -832,6 +833,9 @@ bool ends_with(const std::string& text, const std::string& tail) {
 
 PYBIND11_MODULE(_ooc, m) {
   m.doc() = "ooc's C++ engine; use the ooc package";
+  // A damaged HDF5 file can crash the HDF5 library; here that must raise, not end the
+  // interpreter: each file is probed in a child process first (hdf5::set_probe_in_child).
+  ooc::hdf5::set_probe_in_child(true);
 
   static py::exception<ooc::Error> error_type(m, "Error", PyExc_OSError);
   py::register_exception_translator([](std::exception_ptr p) {

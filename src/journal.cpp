@@ -8,8 +8,13 @@
 #include "os/file.hpp"
 #include "tile_reader.hpp"
 
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -240,6 +245,57 @@ std::string link_target(const std::string& path) {
   return ec ? path : target.string();
 }
 
+// The mark: an extended attribute on the array's file, so on its inode, which every name
+// of the file (hard links in any directory) sees, holding the absolute path of the
+// journal of an in-place run that may leave the array partly rewritten. Journals are
+// found by it first, by the name beside the array second (journals from before the mark,
+// file systems without extended attributes). For an HDF5 dataset the name holds the
+// dataset's path (a checksum of it where it is long): one file, many datasets.
+std::string mark_name(const std::string& array_path) {
+  const auto dataset = hdf5::split(array_path);
+  if (!dataset) return "user.ooc.journal";
+  std::string name = "user.ooc.journal:" + dataset->dataset;
+  if (name.size() > 200) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(checksum(dataset->dataset.data(), dataset->dataset.size())));
+    name = std::string("user.ooc.journal#") + hex;
+  }
+  return name;
+}
+
+// The journal path the mark `name` on the file `fd` is open on holds, or empty.
+std::string read_mark(int fd, const std::string& name) {
+  char value[8192];
+  const ssize_t n = ::fgetxattr(fd, name.c_str(), value, sizeof value);
+  return n > 0 ? std::string(value, static_cast<std::size_t>(n)) : std::string();
+}
+
+// Errors of fsetxattr that say the file system (or this file) keeps no such attribute.
+bool no_extended_attributes(int err) {
+  return err == ENOTSUP || err == EOPNOTSUPP || err == EPERM || err == EACCES || err == E2BIG || err == ERANGE;
+}
+
+// The journal of the array `array_path`, whose file `fd` is open on: the one its file's
+// mark names (whichever name the run that wrote it used), else the one beside this name.
+// Empty if there is none. A mark whose journal is gone is stale (a journal removed by
+// hand, as the messages allow) and does not count.
+std::string find_journal(int fd, const std::string& array_path) {
+  std::error_code ec;
+  const std::string marked = read_mark(fd, mark_name(array_path));
+  const std::string beside = journal_path(array_path);
+  const bool near = std::filesystem::exists(beside, ec);
+  // The name beside this one where it is the same journal: the one messages show.
+  if (!marked.empty() && std::filesystem::exists(marked, ec) && !(near && std::filesystem::equivalent(marked, beside, ec)))
+    return marked;
+  return near ? beside : std::string();
+}
+
+// A journal whose record says every tile is done: its run finished and only the
+// journal's removal was cut short (a crash, a failed sync of its directory). The array
+// holds that run's result; the same command applies nothing and removes it.
+bool finished(const Header& h, const ProgressRecord& p) { return p.tiles_done >= h.tiles; }
+
 }  // namespace
 
 std::string journal_path(const std::string& array_path) {
@@ -256,6 +312,8 @@ std::string journal_path(const std::string& array_path) {
 struct InPlaceJournal::Impl {
   MappedArray* array = nullptr;
   std::string path;
+  std::string mark;     // mark_name of the array
+  bool marked = false;  // this run set the mark (the file system keeps extended attributes)
   os::UniqueFd fd;
   std::size_t item = 0;
   std::size_t slots = 0;
@@ -379,11 +437,77 @@ struct InPlaceJournal::Impl {
       fd = std::move(file);
       write_progress(done_tiles, done_elements, done_tile_checksum, true);
       os::rename_file(temp, path);
-      os::sync_directory(std::filesystem::path(path).parent_path());
     } catch (...) {
       std::error_code ignored;
       std::filesystem::remove(temp, ignored);
       throw;
+    }
+    const std::string why = os::try_sync_directory_of(path);
+    if (why.empty()) return;
+    // No tile was written yet. A new journal holds nothing: it goes, so that nothing is
+    // left. A resumed one replaced the old with the same progress: either resumes.
+    std::string state;
+    if (resumed) {
+      state = "; " + finish_note();
+    } else {
+      fd = os::UniqueFd();
+      ::unlink(path.c_str());
+      os::try_sync_directory_of(path);
+      state = "; the array is unchanged";
+    }
+    throw Error(array->path(), "cannot sync the directory of its in-place journal " + path + " (" + why + ")" + state);
+  }
+
+  // What a run stopped with this journal kept needs.
+  std::string finish_note() const {
+    return "run the same command again to finish it (progress is kept in " + path + ")";
+  }
+
+  // Sets the mark that finds this journal from every name of the array's file, durably
+  // (an fsync of the array) before any tile is written. False where the file system
+  // keeps no extended attributes.
+  bool set_mark() {
+    const int afd = detail::MappedArrayAccess::fd(*array);
+    std::error_code ec;
+    std::string value = std::filesystem::absolute(path, ec).lexically_normal().string();
+    if (ec) value = path;
+    if (::fsetxattr(afd, mark.c_str(), value.data(), value.size(), 0) != 0) {
+      const int err = errno;
+      if (no_extended_attributes(err)) return false;
+      throw Error(array->path(), "cannot mark it as being rewritten in place (" + os::errno_text(err) + ")");
+    }
+    marked = true;
+    os::sync_file(afd, array->path());
+    return true;
+  }
+
+  // Removes the mark, durably: before the journal goes, so that a mark never names a
+  // journal removed for good (a stale mark is ignored anyway).
+  void clear_mark() {
+    if (!marked) return;
+    const int afd = detail::MappedArrayAccess::fd(*array);
+    if (::fremovexattr(afd, mark.c_str()) != 0 && errno != ENODATA && !no_extended_attributes(errno))
+      throw Error(array->path(), "cannot clear its in-place mark (" + os::errno_text(errno) + ")");
+    marked = false;
+    os::sync_file(afd, array->path());
+  }
+
+  // Writes `head` (the journal's header and progress records, every tile recorded done)
+  // as the journal again, after its removal could not be made durable: the same command
+  // then finds a finished journal and applies nothing. False if that failed too.
+  bool put_back_finished(const std::vector<std::byte>& head) noexcept {
+    std::filesystem::path temp;
+    try {
+      os::UniqueFd file = os::create_temp_beside(path, temp);
+      os::write_at(file.get(), head.data(), head.size(), 0, path);
+      os::sync_data(file.get(), path);
+      os::rename_file(temp, path);
+      os::try_sync_directory_of(path);
+      return true;
+    } catch (...) {
+      std::error_code ignored;
+      if (!temp.empty()) std::filesystem::remove(temp, ignored);
+      return false;
     }
   }
 
@@ -644,18 +768,35 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   auto impl = std::make_unique<Impl>();
   Impl& j = *impl;
   j.array = &array;
-  j.path = journal_path(array.path());
+  j.mark = mark_name(array.path());
   j.item = static_cast<std::size_t>(array.dtype().itemsize());
-  if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
-    throw Error(array.path(), kInUseByAnotherRun);
+  const int array_fd = detail::MappedArrayAccess::fd(array);
+  if (!os::try_lock(array_fd, true, array.path())) throw Error(array.path(), kInUseByAnotherRun);
+  // The journal of an unfinished run on this file, whichever name it was started under.
+  std::string found = find_journal(array_fd, array.path());
+  j.path = found.empty() ? journal_path(array.path()) : found;
   j.remove_stale_temporaries();
 
   std::int64_t tile_elements = TilePlan::for_array(array, options.tile_bytes).tile_elements();
   std::size_t done_tiles = 0;
   std::int64_t done_elements = 0;
   std::uint64_t done_tile_checksum = 0;
-  std::error_code ec;
-  if (std::filesystem::exists(j.path, ec)) {
+  if (!found.empty()) {
+    os::UniqueFd old = os::open_existing(j.path, false);
+    const auto h = read_record<Header>(old.get(), 0, j.path);
+    ProgressRecord p{};
+    if (!valid_header(h) || !read_progress(old.get(), j.path, p))
+      throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten");
+    if (text_of(h.command) != command && finished(h, p)) {
+      // Another command, after a run that finished: its journal is only left over.
+      old = os::UniqueFd();
+      os::remove_file(j.path);
+      found.clear();
+      j.path = journal_path(array.path());
+      j.remove_stale_temporaries();
+    }
+  }
+  if (!found.empty()) {
     const os::UniqueFd old = os::open_existing(j.path, false);
     const auto h = read_record<Header>(old.get(), 0, j.path);
     ProgressRecord p{};
@@ -665,7 +806,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
       throw Error(array.path(), "an in-place run on it did not finish (" + std::to_string(p.tiles_done) + " of " +
                                     std::to_string(h.tiles) + " tiles done, journal " + j.path + "): " +
                                     finish_hint(h, array.path()) + " before running another command on it");
-    const os::FileId id = os::file_id(detail::MappedArrayAccess::fd(array), array.path());
+    const os::FileId id = os::file_id(array_fd, array.path());
     if (h.device != id.device || h.inode != id.inode || text_of(h.array) != array_key(array) ||
         h.elements != array.size() || h.tile_elements <= 0 || p.elements_done > array.size())
       throw Error(array.path(), "the journal " + j.path + " belongs to another file (" + text_of(h.array) +
@@ -710,7 +851,22 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   j.direct = os::reopen_direct(j.fd.get(), true);  // nothing on tmpfs: written through the page cache
   j.written_to = j.saved_to = j.committed_to = j.flushed_to = j.recorded_to = j.durable_to = j.want_durable = j.needed_to = done_tiles;
 
+  // From here its destructor removes a journal that saw no tile written.
   std::unique_ptr<InPlaceJournal> journal(new InPlaceJournal(std::move(impl)));
+  try {
+    if (!j.set_mark() && !j.resumed) {
+      // No mark: only this name (and names in the same directory with a symbolic link)
+      // find the journal. A file with other names could be resumed through none of them.
+      struct stat st {};
+      if (::fstat(array_fd, &st) == 0 && st.st_nlink > 1)
+        throw Error(array.path(), "has " + std::to_string(st.st_nlink) +
+                                      " names (hard links) and its file system keeps no extended attributes, so a "
+                                      "stopped run could not be found from its other names: run on a copy, or with "
+                                      "--no-journal");
+    }
+  } catch (const Error& e) {
+    throw Error(e.path(), e.problem() + (j.resumed ? "; " + j.finish_note() : "; the array is unchanged"));
+  }
   // Joined by finish() or the destructor (or here, when one cannot start).
   try {
     j.writer = std::thread([&j] { j.run_thread([&j](auto& lock) { return j.write_step(lock); }); });
@@ -731,6 +887,7 @@ InPlaceJournal::~InPlaceJournal() {
   if (impl_->finished || kept()) return;
   // Nothing was written: the array is as it was and the journal holds nothing to keep.
   impl_->fd = os::UniqueFd();
+  if (impl_->marked) ::fremovexattr(detail::MappedArrayAccess::fd(*impl_->array), impl_->mark.c_str());
   std::error_code ignored;
   std::filesystem::remove(impl_->path, ignored);
 }
@@ -789,23 +946,61 @@ void InPlaceJournal::finish() {
   Impl& j = *impl_;
   j.stop_threads();
   if (j.failure) std::rethrow_exception(j.failure);
+  const std::string& array = j.array->path();
+  // 1. Every committed tile (all of them: the array was committed) recorded done,
+  // durably, so that a journal outliving this is a finished one, which the next run
+  // removes, applying nothing.
+  try {
+    if (j.durable_to < j.committed_to) {
+      const std::size_t last = j.committed_to - 1;
+      j.write_progress(j.committed_to, j.tile_end(last),
+                       sampled_checksum(*j.array, j.tile_begin(last), j.tile_end(last)), true);
+      j.durable_to = j.recorded_to = j.committed_to;
+    }
+  } catch (const Error& e) {
+    throw Error(e.path(), e.problem() + "; " + j.finish_note());
+  }
+  const std::string done = "; the array holds the result: running the same command again applies nothing and "
+                           "removes its finished journal " + j.path;
+  // 2. The mark cleared, durably, before the journal goes.
+  try {
+    j.clear_mark();
+  } catch (const Error& e) {
+    throw Error(array, e.problem() + done);
+  }
+  // 3. The journal removed, durably. Its header and records are kept until then: if the
+  // removal cannot be made durable, the journal is put back, finished, so that the same
+  // command run again (which the removal, visible at once, would let apply a second
+  // time) applies nothing.
+  std::vector<std::byte> head(kSlotsAt);
+  head.resize(os::read_at(j.fd.get(), head.data(), head.size(), 0, j.path));
   j.fd = os::UniqueFd();
-  os::remove_file(j.path);
-  os::sync_directory(std::filesystem::path(j.path).parent_path());
+  if (::unlink(j.path.c_str()) != 0 && errno != ENOENT)
+    throw Error(array, "cannot remove its in-place journal (" + os::errno_text(errno) + ")" + done);
+  const std::string why = os::try_sync_directory_of(j.path);
+  if (!why.empty()) {
+    const bool back = j.put_back_finished(head);
+    throw Error(array, "cannot sync the directory of its in-place journal " + j.path + " (" + why + ")" +
+                           (back ? done : "; the array holds the result: do not run the command again"));
+  }
   j.finished = true;
 }
 
 namespace {
 
-// An unfinished in-place run's journal beside `array`: refused, with the command that finishes it.
-void refuse_unfinished_journal(const std::string& array) {
-  const std::string path = journal_path(array);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return;
+// An unfinished in-place run's journal for `array`, whose file `fd` is open on (found by
+// the file's mark from any of its names, or beside this name): refused, with the command
+// that finishes it. A finished journal (only its removal was cut short) is not refused:
+// the array is whole.
+void refuse_unfinished_journal(const std::string& array, int fd) {
+  const std::string path = find_journal(fd, array);
+  if (path.empty()) return;
   std::string hint = "finish it by running the same in-place command again";
   try {
-    const os::UniqueFd fd = os::open_existing(path, false);
-    const auto h = read_record<Header>(fd.get(), 0, path);
+    const os::UniqueFd journal = os::open_existing(path, false);
+    const auto h = read_record<Header>(journal.get(), 0, path);
+    ProgressRecord p{};
+    if (valid_header(h) && read_progress(journal.get(), path, p) && finished(h, p)) return;
     if (valid_header(h)) hint = finish_hint(h, array);
   } catch (const Error&) {
   }
@@ -820,13 +1015,13 @@ void check_not_in_place(const MappedArray& array) {
   const auto [path, fd] = detail::MappedArrayAccess::source(array);
   if (!os::try_lock(fd, false, path))
     throw Error(path, "is being rewritten in place by another run; try again when it has finished");
-  refuse_unfinished_journal(path);
+  refuse_unfinished_journal(path, fd);
 }
 
 void lock_for_in_place(const MappedArray& array) {
   if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
     throw Error(array.path(), kInUseByAnotherRun);
-  refuse_unfinished_journal(array.path());
+  refuse_unfinished_journal(array.path(), detail::MappedArrayAccess::fd(array));
 }
 
 }  // namespace ooc

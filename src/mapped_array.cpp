@@ -1,6 +1,7 @@
 #include "ooc/mapped_array.hpp"
 
 #include "format/hdf5.hpp"
+#include "format/hdf5_rollback.hpp"
 #include "format/npy.hpp"
 #include "mapped_array_access.hpp"
 #include "os/file.hpp"
@@ -114,7 +115,9 @@ const std::string& MappedArray::path() const { return impl_->path; }
 bool MappedArray::writable() const { return impl_->writable; }
 bool MappedArray::mapped() const { return impl_->reader() == nullptr; }
 bool MappedArray::pending() const { return static_cast<bool>(impl_->pending); }
-bool MappedArray::shrank() const { return impl_->mapping() && impl_->mapping()->shrank(); }
+bool MappedArray::shrank() const {
+  return (impl_->mapping() && impl_->mapping()->shrank()) || (impl_->reader() && impl_->reader()->shrank());
+}
 
 void MappedArray::check_intact() const {
   if (shrank())
@@ -388,9 +391,13 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
     // Written under a hidden name inside the file and renamed when complete; the file's
     // other objects are never touched.
     const std::string temp = "/.ooc-" + random_suffix();
-    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite);
+    auto transaction = hdf5::Rollback::begin(file);
+    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite, transaction);
     impl->info.data_offset = hdf5::create_dataset(file, temp, dtype, shape);
     impl->fd = os::open_existing(file, true);
+    // The library places a new dataset past the file's end; should it reuse free space
+    // inside the file, the bytes it covers are saved before the mapping overwrites them.
+    transaction->protect(impl->info.data_offset, impl->info.nbytes());
   } else {
     // A new file is built under a temporary name beside it and renamed when complete.
     std::filesystem::path temp;
@@ -506,13 +513,14 @@ MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, D
     if (!kind.empty() && !overwrite) throw UsageError(path, "dataset already exists (--overwrite replaces it)");
     // Written under a hidden name and renamed when complete, as an uncompressed output.
     const std::string temp = "/.ooc-" + random_suffix();
-    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite);
-    impl->bytes = hdf5::create_compressed(file, temp, dtype, shape, how);
+    auto transaction = hdf5::Rollback::begin(file);
+    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite, transaction);
+    impl->bytes = hdf5::create_compressed(file, temp, dtype, shape, how, path);
     impl->fd = os::open_existing(file, true);
   } else {
     std::filesystem::path temp;
     impl->create_beside(file, temp);
-    impl->bytes = hdf5::create_compressed(temp.string(), where->dataset, dtype, shape, how);
+    impl->bytes = hdf5::create_compressed(temp.string(), where->dataset, dtype, shape, how, path);
   }
   impl->window = ElementRange{0, impl->info.size()};
   return MappedArray(std::move(impl));

@@ -1,6 +1,8 @@
 #include "pending_output.hpp"
 
 #include "format/hdf5.hpp"
+#include "format/hdf5_rollback.hpp"
+#include "ooc/error.hpp"
 #include "os/file.hpp"
 
 #include <utility>
@@ -14,18 +16,24 @@ PendingOutput::PendingOutput(std::filesystem::path temp_file, std::function<void
 PendingOutput PendingOutput::new_file(std::filesystem::path temp, std::string final_path) {
   return PendingOutput(
       temp,
-      [temp, final_path] {
-        os::rename_file(temp, final_path);
-        os::sync_directory(std::filesystem::path(final_path).parent_path());
-      },
+      [temp, final_path] { os::publish_file(temp, final_path, final_path); },
       [temp] { std::filesystem::remove(temp); });
 }
 
 PendingOutput PendingOutput::hidden_dataset(std::string file, std::string temp, std::string final_name,
-                                            bool overwrite) {
+                                            bool overwrite, std::shared_ptr<hdf5::Rollback> transaction) {
   return PendingOutput(
-      {}, [file, temp, final_name, overwrite] { hdf5::move_dataset(file, temp, final_name, overwrite); },
-      [file, temp] { hdf5::delete_dataset(file, temp); });
+      {},
+      [file, temp, final_name, overwrite, transaction] {
+        try {
+          hdf5::move_dataset(file, temp, final_name, overwrite);
+        } catch (const Error& e) {
+          transaction->roll_back();
+          throw Error(e.path(), e.problem() + "; the file was put back as it was, nothing was written");
+        }
+        transaction->commit();  // fsync, then the journal's removal, durable: the commit point
+      },
+      [transaction] { transaction->roll_back(); });
 }
 
 PendingOutput::PendingOutput(PendingOutput&& other) noexcept

@@ -3,7 +3,12 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
+
+namespace ooc::hdf5 {
+class Rollback;
+}
 
 namespace ooc::detail {
 
@@ -16,12 +21,16 @@ class PendingOutput {
   /// Nothing pending: an array opened in place, or an output already published.
   PendingOutput() = default;
   /// A new file at `temp` (from os::create_temp_beside), renamed over `final_path`
-  /// (and the directory synced) on publish, removed on discard.
+  /// (and the directory synced) on publish, removed on discard. If the directory's sync
+  /// fails, the rename is undone (os::publish_file): the output stays pending, and
+  /// whatever file had the final name keeps it.
   static PendingOutput new_file(std::filesystem::path temp, std::string final_path);
   /// A dataset written under the hidden name `temp` inside the existing HDF5 `file`,
-  /// moved to `final_name` on publish (replacing a dataset of that name when
-  /// `overwrite`), deleted on discard.
-  static PendingOutput hidden_dataset(std::string file, std::string temp, std::string final_name, bool overwrite);
+  /// whose every write goes through `transaction` (begun before the first): on publish
+  /// moved to `final_name` (replacing a dataset of that name when `overwrite`) and the
+  /// transaction committed; on discard the file is rolled back to its bytes before the run.
+  static PendingOutput hidden_dataset(std::string file, std::string temp, std::string final_name, bool overwrite,
+                                      std::shared_ptr<hdf5::Rollback> transaction);
 
   PendingOutput(PendingOutput&& other) noexcept;
   PendingOutput& operator=(PendingOutput&& other) noexcept;

@@ -77,6 +77,10 @@ class TileReader {
   /// that reads through a mapping lets go of the pages only they needed, so that memory
   /// stays bounded by the tiles in flight, as for a mapped array.
   virtual void release(std::int64_t /*begin*/, std::int64_t /*end*/) {}
+  /// True once a read found the file shorter than the reader's mapping of it (another
+  /// process truncated it; see os::ShrinkWatch): what was read since is zeros, and the
+  /// pipeline fails the run before it commits anything.
+  virtual bool shrank() const { return false; }
 };
 
 /// How the pipeline writes an output it does not write through a mapping or O_DIRECT (a

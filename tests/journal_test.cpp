@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -505,4 +506,114 @@ TEST_CASE("a run started through a symbolic link is resumed through the file's o
   }
   const auto v = values(scratch.path);
   for (std::int64_t i = 0; i < 4 * kTile; ++i) REQUIRE(v[static_cast<std::size_t>(i)] == static_cast<double>(i) + 1);
+}
+
+namespace {
+
+// Whether the file at `path` carries the mark of an unfinished in-place run (an extended
+// attribute naming its journal).
+bool marked(const std::string& path) { return ::getxattr(path.c_str(), "user.ooc.journal", nullptr, 0) > 0; }
+
+}  // namespace
+
+TEST_CASE("a stopped run is found from every hard link of its file, in another directory too, and resumed once") {
+  const Scratch scratch(4 * kTile);
+  ScratchDir elsewhere;
+  const std::string same_dir = scratch.dir.file("b.npy");
+  const std::string other_dir = elsewhere.file("c.npy");
+  stopped_run(scratch.path);
+  CHECK(marked(scratch.path));
+  std::filesystem::create_hard_link(scratch.path, same_dir);  // links made after the stop
+  std::filesystem::create_hard_link(scratch.path, other_dir);
+  for (const std::string& name : {same_dir, other_dir}) {
+    {
+      const ooc::MappedArray reader = ooc::map_file(name);
+      CHECK_THROWS_WITH_AS(ooc::check_not_in_place(reader), doctest::Contains("did not finish"), ooc::Error);
+    }
+    {
+      const ooc::MappedArray writer = ooc::map_file(name, ooc::Access::read_write);
+      CHECK_THROWS_WITH_AS(ooc::lock_for_in_place(writer), doctest::Contains("did not finish"), ooc::Error);
+    }
+    check_open_refused(name, "oocrun apply add:2 --in-place", "did not finish");
+  }
+  {
+    InPlace run(other_dir, 2);
+    auto& [a, o, journal] = run;
+    CHECK(journal->resumed());
+    CHECK(journal->tiles_done_before() == 1);
+    CHECK(std::filesystem::equivalent(journal->path(), scratch.path + ".ooc-journal"));
+    add_one_to_the_end(a, *journal, o);
+  }
+  CHECK_FALSE(marked(scratch.path));
+  CHECK_FALSE(std::filesystem::exists(scratch.path + ".ooc-journal"));
+  const auto v = values(same_dir);
+  for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 1);
+}
+
+TEST_CASE("the mark lives as long as the journal: set before a tile is written, cleared before it goes") {
+  const Scratch scratch(2 * kTile);
+  {
+    InPlace run(scratch.path, 1);
+    CHECK(marked(scratch.path));
+  }  // no tile written: the journal and the mark go
+  CHECK_FALSE(marked(scratch.path));
+  CHECK(scratch.dir.entries() == 1);
+  {
+    InPlace run(scratch.path, 1);
+    auto& [a, o, journal] = run;
+    add_one_to_the_end(a, *journal, o);
+    CHECK_FALSE(marked(scratch.path));
+  }
+  // A mark whose journal is gone (removed by hand, as messages allow) is stale: ignored.
+  std::filesystem::remove(scratch.path + ".ooc-journal");
+  const std::string stale = scratch.dir.file("gone.ooc-journal");
+  REQUIRE(::setxattr(scratch.path.c_str(), "user.ooc.journal", stale.data(), stale.size(), 0) == 0);
+  const ooc::MappedArray reader = ooc::map_file(scratch.path);
+  ooc::check_not_in_place(reader);
+}
+
+TEST_CASE("a finished journal whose removal was lost applies nothing: the same command removes it, readers read") {
+  // Every tile committed and recorded done, the journal not removed: what a crash (or a
+  // failed sync of the directory) after the last record leaves.
+  const Scratch scratch(3 * kTile);
+  const std::string& path = scratch.path;
+  auto finished_but_kept = [&] {
+    InPlace run(path, 2);
+    auto& [a, o, journal] = run;
+    ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1; }, o);
+    a.commit();
+    journal->checkpoint();
+    CHECK(journal->tiles_recorded() == 3);
+  };  // dropped without finish(): the journal stays
+  finished_but_kept();
+  REQUIRE(std::filesystem::exists(path + ".ooc-journal"));
+  {
+    const ooc::MappedArray reader = ooc::map_file(path);
+    ooc::check_not_in_place(reader);  // the array is whole
+  }
+  SUBCASE("the same command") {
+    {
+      InPlace run(path, 1);
+      auto& [a, o, journal] = run;
+      CHECK(journal->resumed());
+      CHECK(journal->tiles_done_before() == 3);
+      add_one_to_the_end(a, *journal, o);
+    }
+    const auto v = values(path);
+    for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 1);
+  }
+  SUBCASE("another command starts afresh") {
+    {
+      ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+      auto o = options(1);
+      auto journal = ooc::InPlaceJournal::open(a, "oocrun apply add:2 --in-place", o);
+      CHECK_FALSE(journal->resumed());
+      ooc::transform_as<double>(a, a, [](const auto& x) { return x + 2; }, o);
+      a.commit();
+      journal->finish();
+    }
+    const auto v = values(path);
+    for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == static_cast<double>(i) + 3);
+  }
+  CHECK(scratch.dir.entries() == 1);
 }

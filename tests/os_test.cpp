@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -74,6 +75,21 @@ TEST_CASE("temporaries are hidden, unique, beside the final name, and made with 
                        doctest::Contains("cannot create output"), ooc::Error);
 }
 
+TEST_CASE("a new temporary removes those of dead runs of the same output, never a live one") {
+  ScratchDir dir;
+  std::filesystem::path live, dead, next;
+  const auto held = ooc::os::create_temp_beside(dir.file("out.npy"), live);
+  { const auto gone = ooc::os::create_temp_beside(dir.file("out.npy"), dead); }  // its run died
+  std::ofstream(dir.file(".out.npy.ooc-notours")) << "x";                        // not a name of ours
+  std::ofstream(dir.file(".other.npy.ooc-0123456789abcdef")) << "x";             // another output's
+  const auto made = ooc::os::create_temp_beside(dir.file("out.npy"), next);
+  CHECK(std::filesystem::exists(live));
+  CHECK_FALSE(std::filesystem::exists(dead));
+  CHECK(std::filesystem::exists(next));
+  CHECK(std::filesystem::exists(dir.file(".out.npy.ooc-notours")));
+  CHECK(std::filesystem::exists(dir.file(".other.npy.ooc-0123456789abcdef")));
+}
+
 TEST_CASE("preallocate reserves the size, and an impossible size is an error naming both sizes") {
   ScratchDir dir;
   std::filesystem::path temp;
@@ -96,6 +112,36 @@ TEST_CASE("rename and sync put a finished file in place") {
   CHECK(std::filesystem::exists(dir.file("out.npy")));
   CHECK_FALSE(std::filesystem::exists(temp));
   CHECK_THROWS_AS(ooc::os::rename_file(temp, dir.file("again.npy")), ooc::Error);
+}
+
+TEST_CASE("publish_file puts a file in place, over an old one, and leaves no hidden name behind") {
+  ScratchDir dir;
+  const std::string out = dir.file("out.npy");
+  auto finished = [&](const char* text) {
+    std::filesystem::path temp;
+    const auto fd = ooc::os::create_temp_beside(out, temp);
+    ooc::os::write_at(fd.get(), text, std::strlen(text), 0, "out.npy");
+    ooc::os::sync_file(fd.get(), "out.npy");
+    return temp;
+  };
+  ooc::os::publish_file(finished("new"), out, "out.npy");
+  CHECK(dir.entries() == 1);
+  // Over an existing file (kept under a hidden link until the new entry is durable): the
+  // old file's other names keep its bytes, and the hidden link is gone.
+  std::filesystem::create_hard_link(out, dir.file("old.npy"));
+  ooc::os::publish_file(finished("newer"), out, "out.npy");
+  CHECK(dir.entries() == 2);
+  std::ifstream in(out), old(dir.file("old.npy"));
+  std::string text, old_text;
+  in >> text;
+  old >> old_text;
+  CHECK(text == "newer");
+  CHECK(old_text == "new");
+  CHECK_THROWS_WITH_AS(ooc::os::publish_file(dir.file("gone"), out, "out.npy"), doctest::Contains("out.npy: "),
+                       ooc::Error);
+  CHECK(ooc::os::try_sync_directory_of(out).empty());
+  CHECK_THROWS_WITH_AS(ooc::os::sync_directory_of(dir.file("no/such/x.npy"), "x.npy"),
+                       doctest::Contains("x.npy: cannot sync its directory (cannot open it: no such file"), ooc::Error);
 }
 
 TEST_CASE("a Mapping maps the file its descriptor is open on, even once its name is another file's or gone") {

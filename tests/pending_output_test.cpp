@@ -3,6 +3,7 @@
 #include "pending_output.hpp"
 
 #include "format/hdf5.hpp"
+#include "format/hdf5_rollback.hpp"
 #include "ooc/error.hpp"
 #include "os/file.hpp"
 
@@ -10,7 +11,12 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 using ooc::detail::PendingOutput;
@@ -78,15 +84,55 @@ TEST_CASE("assigning over a pending output discards it; a failed publish leaves 
   CHECK(dir.entries() == 0);
 }
 
-TEST_CASE("a hidden HDF5 dataset is moved to its name on publish, or deleted on discard") {
+namespace {
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+TEST_CASE("a hidden HDF5 dataset is moved to its name on publish, or the file rolled back on discard") {
   ScratchDir dir;
   const std::string file = dir.file("run.h5");
-  ooc::hdf5::create_dataset(file, "/.ooc-kept", ooc::dtype_of<double>, {4});
-  ooc::hdf5::create_dataset(file, "/.ooc-dropped", ooc::dtype_of<double>, {4});
-  PendingOutput::hidden_dataset(file, "/.ooc-kept", "/x", false).publish();
-  { PendingOutput dropped = PendingOutput::hidden_dataset(file, "/.ooc-dropped", "/y", false); }
+  ooc::hdf5::create_dataset(file, "/old", ooc::dtype_of<double>, {4});
+  {
+    auto transaction = ooc::hdf5::Rollback::begin(file);
+    ooc::hdf5::create_dataset(file, "/.ooc-kept", ooc::dtype_of<double>, {4});
+    PendingOutput::hidden_dataset(file, "/.ooc-kept", "/x", false, transaction).publish();
+  }
   CHECK(ooc::hdf5::existing_kind(file, "/x") == "dataset");
   CHECK(ooc::hdf5::existing_kind(file, "/.ooc-kept").empty());
+  CHECK_FALSE(std::filesystem::exists(ooc::hdf5::rollback_journal_path(file)));
+  const std::string before = bytes_of(file);
+  {
+    auto transaction = ooc::hdf5::Rollback::begin(file);
+    CHECK(std::filesystem::exists(ooc::hdf5::rollback_journal_path(file)));
+    ooc::hdf5::create_dataset(file, "/.ooc-dropped", ooc::dtype_of<double>, {1000});
+    PendingOutput dropped = PendingOutput::hidden_dataset(file, "/.ooc-dropped", "/y", false, transaction);
+  }
+  CHECK(bytes_of(file) == before);  // every byte as it was, the file's size too
+  CHECK_FALSE(std::filesystem::exists(ooc::hdf5::rollback_journal_path(file)));
   CHECK(ooc::hdf5::existing_kind(file, "/y").empty());
-  CHECK(ooc::hdf5::existing_kind(file, "/.ooc-dropped").empty());
+}
+
+TEST_CASE("a write into an existing HDF5 file stopped by a crash is rolled back at the next open") {
+  ScratchDir dir;
+  const std::string file = dir.file("run.h5");
+  ooc::hdf5::create_dataset(file, "/old", ooc::dtype_of<double>, {4});
+  const std::string before = bytes_of(file);
+  const pid_t child = ::fork();
+  if (child == 0) {  // writes, publishes the move, and dies before the commit
+    auto transaction = ooc::hdf5::Rollback::begin(file);
+    ooc::hdf5::create_dataset(file, "/.ooc-t", ooc::dtype_of<double>, {1000});
+    ooc::hdf5::move_dataset(file, "/.ooc-t", "/old", true);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(bytes_of(file) != before);
+  CHECK(std::filesystem::exists(ooc::hdf5::rollback_journal_path(file)));
+  CHECK(ooc::hdf5::existing_kind(file, "/old") == "dataset");  // any open rolls back first
+  CHECK(bytes_of(file) == before);
+  CHECK_FALSE(std::filesystem::exists(ooc::hdf5::rollback_journal_path(file)));
 }

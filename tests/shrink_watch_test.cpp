@@ -1,5 +1,8 @@
 // src/os/shrink_watch: a mapped file that shrinks raises no SIGBUS in a watched range.
+// src/os/crash_guard: a crash inside the HDF5 library is one line and exit 1; any other
+// fault goes on to the handler before (the shrink watch's, a sanitizer's, the default).
 
+#include "os/crash_guard.hpp"
 #include "os/file.hpp"
 #include "os/memory.hpp"
 #include "os/shrink_watch.hpp"
@@ -13,8 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
+#include <thread>
 
 using ooc::testing::ScratchDir;
 
@@ -105,4 +110,86 @@ TEST_CASE("a SIGBUS outside every watched range goes to the handler before ours,
   CHECK_FALSE((WIFEXITED(status) && (WEXITSTATUS(status) == 3 || WEXITSTATUS(status) == 4)));
   if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
   CHECK_FALSE(watch.shrank());
+}
+
+namespace {
+
+// Runs `body` in a child process with its stderr in a pipe; returns the wait status and
+// fills `err` with what it wrote.
+template <class Body>
+int in_child(Body body, std::string& err) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    ::close(pipe_fds[0]);
+    body();
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  char buffer[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) err.append(buffer, static_cast<std::size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  return status;
+}
+
+int null_read() {
+  volatile std::uintptr_t where = 16;  // an address no compiler can see through: a fault, not a warning
+  return *reinterpret_cast<volatile int*>(where);
+}
+
+}  // namespace
+
+TEST_CASE("a crash inside the library is one line naming the file and exit 1, on any thread, a stack overflow too") {
+  const std::string line = "t: x.h5: damaged HDF5 file (the HDF5 library crashed reading it)\n";
+  std::string err;
+  int status = in_child([] {
+    ooc::os::contain_library_crashes("t: ");
+    ooc::os::InLibrary inside("x.h5");
+    ::_exit(null_read() == 0 ? 3 : 4);
+  }, err);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));
+  CHECK(err == line);
+  err.clear();
+  status = in_child([] {
+    ooc::os::contain_library_crashes("t: ");
+    std::thread([] {
+      ooc::os::InLibrary inside("x.h5");
+      ::abort();
+    }).join();
+  }, err);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));
+  CHECK(err == line);
+}
+
+TEST_CASE("outside the library a fault goes on: a shrunk mapping to the shrink watch, a crash to the default") {
+  ScratchDir dir;
+  MappedFile mapped(dir.file("cut"), 2, false);
+  std::string err;
+  int status = in_child([&] {
+    ooc::os::ShrinkWatch watch(mapped.address, mapped.size, false);  // its handler first, ours over it
+    ooc::os::contain_library_crashes("t: ");
+    ooc::os::InLibrary inside("x.h5");  // on this thread, yet the watched fault is the watch's
+    mapped.cut_to(0);
+    const char c = mapped.bytes()[ooc::os::page_size()];
+    ::_exit(c == 0 && watch.shrank() ? 5 : 6);
+  }, err);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 5));
+  CHECK(err.empty());
+  err.clear();
+  status = in_child([] {
+    ooc::os::contain_library_crashes("t: ");
+    { ooc::os::InLibrary inside("x.h5"); }
+    ::_exit(null_read() == 0 ? 3 : 4);
+  }, err);
+  // The default kills with SIGSEGV; AddressSanitizer's handler (the OOC_SANITIZE build)
+  // reports the fault and exits 1. Never our line.
+  CHECK_FALSE((WIFEXITED(status) && (WEXITSTATUS(status) == 3 || WEXITSTATUS(status) == 4)));
+  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGSEGV);
+  CHECK(err.find("damaged HDF5 file") == std::string::npos);
 }

@@ -62,7 +62,10 @@ class InPlaceJournal final : public TileJournal {
   void after_commit(const Tile& tile) override;
   /// Puts every committed tile on disk and records it done, durably, before it returns.
   void checkpoint();
-  /// Removes the journal; call it after array.commit().
+  /// Records every tile done (durably), clears the array's mark and removes the journal,
+  /// then syncs its directory; call it after array.commit(). If that last sync fails, the
+  /// journal is put back, finished, and the Error says the array holds the result: the
+  /// same command then applies nothing and removes it.
   void finish();
 
  private:
@@ -71,8 +74,9 @@ class InPlaceJournal final : public TileJournal {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Refuses to read an array that has an unfinished in-place run's journal beside it
-/// (its data is partly rewritten) or that a run is rewriting in place right now: throws
+/// Refuses to read an array that has an unfinished in-place run's journal, found through
+/// the mark on its file from any of the file's names, or beside this name (its data is
+/// partly rewritten; a finished journal is not refused) or that a run is rewriting in place right now: throws
 /// ooc::Error saying which command finishes it. Otherwise takes a shared lock on the
 /// file for as long as `array` is mapped, so that no in-place run starts under the reader.
 void check_not_in_place(const MappedArray& array);
@@ -84,9 +88,11 @@ void check_not_in_place(const MappedArray& array);
 /// stopped half way leaves the array partly rewritten, as numpy's `a += 1` would.
 void lock_for_in_place(const MappedArray& array);
 
-/// The journal's path for an array at `array_path`: ARRAY.ooc-journal, or for an HDF5
-/// dataset FILE%group%name.ooc-journal beside its file; beside the file a symbolic link
-/// names, not beside the link.
+/// The journal's path for a new run on the array at `array_path`: ARRAY.ooc-journal, or
+/// for an HDF5 dataset FILE%group%name.ooc-journal beside its file; beside the file a
+/// symbolic link names, not beside the link. An existing journal is found first through
+/// the mark on the array's file (the extended attribute user.ooc.journal, naming it while
+/// it exists), so from every hard link of the file, wherever the run put it.
 std::string journal_path(const std::string& array_path);
 
 }  // namespace ooc

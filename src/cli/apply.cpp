@@ -73,7 +73,10 @@ int ApplyCommand::run(Context& context) const {
         throw Error(e.path(), e.problem() + " (--no-journal runs in place without one)");
       }
       resumed = journal->resumed();
-      if (resumed)
+      if (resumed && journal->tiles_done_before() == journal->tiles())  // only its journal's removal was cut short
+        context.report("the in-place run on " + path_ + " had finished (" + std::to_string(journal->tiles()) +
+                       " tiles done): nothing is applied again, its journal is removed");
+      else if (resumed)
         context.report("resuming the interrupted in-place run on " + path_ + ": " +
                        std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +
                        " tiles were done");

@@ -1,22 +1,36 @@
 #include "format/hdf5.hpp"
 #include "format/hdf5_filters.hpp"
+#include "format/hdf5_rollback.hpp"
 
 #include "ooc/error.hpp"
+#include "os/crash_guard.hpp"
+#include "os/mapping.hpp"
 #include "os/memory.hpp"
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -30,10 +44,17 @@ std::mutex& library_lock() {
 
 // Holds the library lock and silences HDF5's own error printing (we report errors). The
 // printing is set per thread in a thread-safe build of the library, as Debian's is, so each
-// thread that calls HDF5 (any TBB worker may read a tile) silences it once.
+// thread that calls HDF5 (any TBB worker may read a tile) silences it once. It also marks
+// the thread as inside the library, working on `file`: should the library crash on a
+// damaged file, oocrun's handler names it (os/crash_guard.hpp).
 class Session {
  public:
-  Session() : guard_(library_lock()) {
+  explicit Session(std::string_view file = {}) : guard_(library_lock()), inside_(file) {
+    // The library's own exit handler closes what is still open and flushes it; after a
+    // failed write it crashed doing so (SIGSEGV after the run had reported its error).
+    // ooc closes what it opens, and a transaction's file refuses writes once it ended.
+    static const bool no_exit_handler = (H5dont_atexit(), true);
+    (void)no_exit_handler;
     thread_local bool silenced = false;
     if (!silenced) {
       H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -43,6 +64,7 @@ class Session {
 
  private:
   std::lock_guard<std::mutex> guard_;
+  os::InLibrary inside_;  // after guard_: unmarked before the lock is let go
 };
 
 // One owner for an HDF5 identifier, closed with the matching H5?close.
@@ -57,6 +79,12 @@ class Id {
   }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  /// Closes now, throwing what `label` names if that fails: closing a file written to is
+  /// its last write (the library flushes its metadata then).
+  void close(const std::string& label, const std::string& problem) {
+    const hid_t id = std::exchange(id_, H5I_INVALID_HID);
+    if (id >= 0 && close_(id) < 0) throw Error(label, problem);
+  }
 
  private:
   hid_t id_;
@@ -84,7 +112,8 @@ std::vector<Holder*>& holders() {
 }
 
 Id open_file(const std::string& file, bool writable) {
-  auto attempt = [&] { return Id(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose); };
+  recover_if_interrupted(file);  // an earlier run stopped while writing into it: put it back first
+  auto attempt = [&] { return Id(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, file_access()), H5Fclose); };
   if (Id f = attempt(); f.valid()) return f;
   if (writable && !holders().empty()) {
     for (Holder* h : holders()) h->let_go();
@@ -368,11 +397,110 @@ void boxes_of_run(const std::vector<hsize_t>& dims, std::size_t axis, std::vecto
   if (end % inner != 0) partial(hi, 0, end % inner);
 }
 
+// The probe in a child process (set_probe_in_child): whether the library survives
+// opening `file` and describing `dataset` (every chunk's place included), or, for an
+// empty `dataset`, walking the whole catalogue as list() does. The caller holds the
+// library lock, so the child's copy of the library is in a consistent state: no other
+// thread is inside it. Each version of a file (device, inode, size, modification time)
+// is probed once per dataset; the verdict is kept.
+std::atomic<bool> g_probe_in_child{false};
+
+void probe_in_child(const std::string& file, const std::string& dataset) {
+  if (!g_probe_in_child.load(std::memory_order_relaxed)) return;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // the open itself says what is wrong
+  using Key = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t, std::string>;
+  static std::map<Key, bool> crashed;  // guarded by the library lock
+  const Key key{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, dataset};
+  auto damaged = [&] { return Error(file, "damaged HDF5 file (the HDF5 library crashed reading it)"); };
+  if (const auto found = crashed.find(key); found != crashed.end()) {
+    if (found->second) throw damaged();
+    return;
+  }
+  const pid_t child = ::fork();
+  if (child < 0) return;  // no probe: opened in this process, as without one
+  if (child == 0) {
+    // The library's crash is the answer: no handler of the parent's (Python's
+    // faulthandler), no core file, no message (glibc's on a corrupted heap).
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
+    const struct rlimit no_core {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    // The file and dataset are left open: the child writes nothing, not even by closing
+    // an object it shares with the parent's open of the same file.
+    try {
+      const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      if (f >= 0 && dataset.empty()) {
+        std::vector<DatasetInfo> found;
+        H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, collect, &found);
+        H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, collect_external, &found);
+      } else if (f >= 0 && link_exists(f, dataset)) {
+        const hid_t dset = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+        if (dset >= 0) {
+          describe_open(f, dset, dataset);
+#if H5_VERSION_GE(1, 10, 5)
+          hsize_t chunks = 0;  // walks the chunk index, where reading looks chunks up
+          H5Dget_num_chunks(dset, H5S_ALL, &chunks);
+#endif
+        }
+      }
+    } catch (...) {  // errors are the parent's to meet and report
+    }
+    ::_exit(0);
+  }
+  // Waited for with a timeout: a child stuck (a lock some other thread held at the fork,
+  // a file on a hung mount) is killed, and the file opened here, as without a probe.
+  // The child's end is awaited on a pidfd (poll wakes the moment it exits); without one
+  // (Linux < 5.3), by polling waitpid.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+#ifdef SYS_pidfd_open
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+#else
+  const int pidfd = -1;
+#endif
+  auto pause = std::chrono::microseconds(100);
+  int status = 0;
+  bool verdict = true;
+  while (true) {
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) {  // reaped by someone else: no verdict
+      verdict = false;
+      break;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      verdict = false;
+      break;
+    }
+    if (pidfd >= 0) {
+      struct pollfd exited {pidfd, POLLIN, 0};
+      ::poll(&exited, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
+    }
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  if (!verdict) return;
+  if (crashed.size() >= 4096) crashed.clear();
+  const bool crash = WIFSIGNALED(status);
+  crashed.emplace(key, crash);
+  if (crash) throw damaged();
+}
+
 class DatasetReader final : public detail::TileReader, public Holder {
  public:
   DatasetReader(const std::string& file, const std::string& dataset)
       : label_(where(file, dataset)), file_name_(file), dataset_name_(dataset), identity_(identity(file)) {
-    Session session;
+    Session session(file_name_);
+    probe_in_child(file, dataset);
     {
       Id f = open_file(file, false);
       Id probe = open_dataset(f.get(), file, dataset);
@@ -408,10 +536,9 @@ class DatasetReader final : public detail::TileReader, public Holder {
   }
 
   ~DatasetReader() override {
-    Session session;  // identifiers are closed under the lock too
+    Session session(file_name_);  // identifiers are closed under the lock too
     std::erase(holders(), static_cast<Holder*>(this));
     let_go();
-    if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), map_size_);
   }
 
   void let_go() override {
@@ -431,13 +558,14 @@ class DatasetReader final : public detail::TileReader, public Holder {
     return staged_ && !pipeline_.empty() ? std::max<std::uint64_t>(std::uint64_t{2} << 20, row_bytes_) : 0;
   }
   bool staged() const override { return staged_; }
+  bool shrank() const override { return mapping_.shrank(); }
 
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
     if (staged_) {
       std::unique_ptr<detail::Fetched> raw = fetch(begin, end, nullptr, buffer);
       return decode(begin, end, *raw, buffer);
     }
-    Session session;
+    Session session(file_name_);
     return read_locked(begin, end, buffer);
   }
 
@@ -461,7 +589,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
         }
         if (w.mask != 0 && library_decodes_) {  // stored without some filter: through H5Dread, as before
           raw.chunks.clear();
-          Session session;
+          Session session(file_name_);
           raw.ready = read_locked(begin, end, buffer);
           return owner;
         }
@@ -470,7 +598,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
       if (!pipeline_.empty()) share_cut_chunks(begin, end, raw);
       return owner;
     }
-    Session session;
+    Session session(file_name_);
     hold();
     chunks_of_run(begin, end, raw.indices);
     std::size_t total = 0;
@@ -546,12 +674,12 @@ class DatasetReader final : public detail::TileReader, public Holder {
         }
         decoded = c.shared->bytes.data();
       } catch (const filters::FilterError& e) {
-        throw Error(label_, "chunk " + chunk_text(c.index) + ": " + e.what());
+        throw_chunk_error(c.index, e);
       } else try {
         decoded = filters::decode(stored, pipeline_, item_, chunk_elements_ * item_, scratch,
                                   in_place ? dst + static_cast<std::size_t>(first - begin) * item_ : nullptr, c.mask);
       } catch (const filters::FilterError& e) {
-        throw Error(label_, "chunk " + chunk_text(c.index) + ": " + e.what());
+        throw_chunk_error(c.index, e);
       }
       if (in_place && !plain) continue;
       for_each_segment(origin, extent, begin, end, [&](std::int64_t to, std::int64_t from, std::int64_t n) {
@@ -651,7 +779,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     bool all = true;
     for (std::uint64_t index : indices) all = all && where_[index].address != kUnknown;
     if (all) return;
-    Session session;
+    Session session(file_name_);
     hold();
     std::vector<hsize_t> origin(dims_.size());
     const std::size_t bytes = chunk_elements_ * item_;
@@ -665,8 +793,10 @@ class DatasetReader final : public detail::TileReader, public Holder {
       if (pipeline_.empty() ? size != bytes : size > std::numeric_limits<std::uint32_t>::max())
         throw Error(label_, "chunk " + chunk_text(index) + " is stored in " + std::to_string(size) +
                                 " bytes, not the " + std::to_string(bytes) + " of an unfiltered chunk (damaged file)");
-      if (address > map_size_ || map_size_ - address < size)
+      if (address > map_size_ || map_size_ - address < size) {
+        if (cut_short()) throw_shrank();
         throw Error(label_, "chunk " + chunk_text(index) + " lies past the end of the file (truncated file)");
+      }
       where_[index] = {static_cast<std::uint64_t>(address), static_cast<std::uint32_t>(size), mask};
     }
   }
@@ -688,13 +818,18 @@ class DatasetReader final : public detail::TileReader, public Holder {
     const int fd = ::open(file_name_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     struct stat st {};
-    void* map = MAP_FAILED;
-    if (::fstat(fd, &st) == 0 && st.st_size > 0 && std::pair<dev_t, ino_t>{st.st_dev, st.st_ino} == identity_)
-      map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    // Watched as a mapped .npy is (os::Mapping): should another process truncate the file
+    // while it is read, the decoder reads zeros instead of dying by SIGBUS, and shrank()
+    // fails the run before anything is committed.
+    try {
+      if (::fstat(fd, &st) == 0 && st.st_size > 0 && std::pair<dev_t, ino_t>{st.st_dev, st.st_ino} == identity_)
+        mapping_ = os::Mapping::map(fd, 0, static_cast<std::size_t>(st.st_size), false, file_name_);
+    } catch (const Error&) {  // not mapped: read through the library instead
+    }
     ::close(fd);
-    if (map == MAP_FAILED) return;
-    map_ = static_cast<const std::byte*>(map);
-    map_size_ = static_cast<std::size_t>(st.st_size);
+    if (mapping_.data() == nullptr) return;
+    map_ = mapping_.data();
+    map_size_ = mapping_.size();
     where_.assign(static_cast<std::size_t>(count), Where{});
   }
 
@@ -768,6 +903,24 @@ class DatasetReader final : public detail::TileReader, public Holder {
     staged_ = true;
   }
 
+  // A chunk that did not decode: the file shrank under its mapping (the decoder met the
+  // zeros that stand past the new end), or the chunk is damaged.
+  [[noreturn]] void throw_chunk_error(std::uint64_t index, const filters::FilterError& e) const {
+    if (cut_short()) throw_shrank();  // the flag, or the file's size: another thread's fault may be setting it
+    throw Error(label_, "chunk " + chunk_text(index) + ": " + e.what());
+  }
+  // The words a mapped .npy that shrank fails with (MappedArray::check_intact).
+  [[noreturn]] void throw_shrank() const {
+    throw Error(label_, "file shrank while being read (truncated by another process)");
+  }
+  // True if the mapped file is shorter than when it was mapped, or a read found it so.
+  bool cut_short() const {
+    if (mapping_.shrank()) return true;
+    struct stat st {};
+    return mapping_.size() > 0 && ::stat(file_name_.c_str(), &st) == 0 &&
+           static_cast<std::uint64_t>(st.st_size) < mapping_.size();
+  }
+
   // The element coordinates a chunk starts at, from its index in the grid.
   struct StoredChunk {
     unsigned mask = 0;              // filters skipped for this chunk
@@ -779,8 +932,10 @@ class DatasetReader final : public detail::TileReader, public Holder {
   StoredChunk stored_chunk(std::uint64_t index, std::vector<hsize_t>& origin) const {
     origin_of(index, origin);
     StoredChunk chunk;
-    if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &chunk.mask, &chunk.address, &chunk.size) < 0)
+    if (H5Dget_chunk_info_by_coord(dataset_->get(), origin.data(), &chunk.mask, &chunk.address, &chunk.size) < 0) {
+      if (cut_short()) throw_shrank();  // the library read zeros where its index was
       throw Error(label_, "cannot look up chunk " + chunk_text(index));
+    }
     return chunk;
   }
 
@@ -949,7 +1104,8 @@ class DatasetReader final : public detail::TileReader, public Holder {
   // by the tiles that fetched them.
   // Chunks the last tile fetched holds only part of, and their shared decoding.
   std::unordered_map<std::uint64_t, std::shared_ptr<Decoded>> cut_;
-  const std::byte* map_ = nullptr;
+  os::Mapping mapping_;
+  const std::byte* map_ = nullptr;  // mapping_.data(), or null when not mapped
   std::size_t map_size_ = 0;
   std::vector<Where> where_;
 };
@@ -959,9 +1115,10 @@ class DatasetReader final : public detail::TileReader, public Holder {
 // gathered in `pending_` and compressed there (serially: one chunk per tile at most).
 class ChunkWriter final : public detail::TileWriter {
  public:
+  // `shown`: what errors name (the output as the user named it, not its hidden dataset).
   ChunkWriter(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape,
-              const Compression& how)
-      : label_(where(file, dataset)), item_(static_cast<std::size_t>(dtype.itemsize())) {
+              const Compression& how, const std::string& shown)
+      : label_(shown), item_(static_cast<std::size_t>(dtype.itemsize())) {
     if (shape.empty()) throw UsageError(label_, "a scalar cannot be stored in chunks (drop --chunks/--compression)");
     total_ = element_count(shape).value_or(0);
     std::int64_t row = 1;
@@ -974,10 +1131,10 @@ class ChunkWriter final : public detail::TileWriter {
     chunk_elements_ = rows * row;
     if (static_cast<std::uint64_t>(chunk_elements_) * item_ >= (std::uint64_t{1} << 32))
       throw UsageError(label_, "chunks of " + std::to_string(rows) + " rows would exceed HDF5's 4 GiB a chunk");
-    Session session;
+    Session session(file);
     const bool existing = is_hdf5_file(file);
     file_ = std::make_unique<Id>(existing ? open_file(file, true)
-                                          : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose));
+                                          : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose));
     if (!file_->valid()) throw Error(file, "cannot create the HDF5 file");
     Id type = make_type(dtype);
     std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk(dims);
@@ -1021,7 +1178,7 @@ class ChunkWriter final : public detail::TileWriter {
   }
 
   ~ChunkWriter() override {
-    Session session;
+    Session session(label_);
     dataset_.reset();
     file_.reset();
   }
@@ -1072,11 +1229,14 @@ class ChunkWriter final : public detail::TileWriter {
   }
 
   void finish() override {
-    Session session;
+    Session session(label_);
     if (!dataset_) return;
     if (pending_filled_ != 0) throw std::logic_error("chunk writer: a chunk was left unwritten");
+    space_.reset();
+    dataset_->close(label_, "cannot close the dataset (disk full?)");
     dataset_.reset();
     if (H5Fflush(file_->get(), H5F_SCOPE_GLOBAL) < 0) throw Error(label_, "cannot flush the HDF5 file");
+    file_->close(label_, "cannot close the HDF5 file (disk full?)");
     file_.reset();
   }
 
@@ -1105,7 +1265,7 @@ class ChunkWriter final : public detail::TileWriter {
   }
 
   void put(std::int64_t k, const std::vector<std::byte>& bytes) {
-    Session session;
+    Session session(label_);
     std::vector<hsize_t> offset(static_cast<std::size_t>(std::max(1, H5Sget_simple_extent_ndims(space()))), 0);
     offset[0] = static_cast<hsize_t>(k * rows_);
     if (H5Dwrite_chunk(dataset_->get(), H5P_DEFAULT, 0, offset.data(), bytes.size(), bytes.data()) < 0)
@@ -1145,8 +1305,9 @@ class ChunkWriter final : public detail::TileWriter {
 }  // namespace
 
 std::unique_ptr<detail::TileWriter> create_compressed(const std::string& file, const std::string& dataset, DType dtype,
-                                                      const Shape& shape, const Compression& how) {
-  return std::make_unique<ChunkWriter>(file, dataset, dtype, shape, how);
+                                                      const Shape& shape, const Compression& how,
+                                                      const std::string& shown) {
+  return std::make_unique<ChunkWriter>(file, dataset, dtype, shape, how, shown);
 }
 
 void parse_compression(const std::string& text, Compression& into) {
@@ -1208,15 +1369,19 @@ bool is_hdf5_file(const std::string& path) {
   return false;
 }
 
+void set_probe_in_child(bool on) { g_probe_in_child.store(on, std::memory_order_relaxed); }
+
 DatasetInfo describe(const std::string& file, const std::string& dataset) {
-  Session session;
+  Session session(file);
+  probe_in_child(file, dataset);
   Id f = open_file(file, false);
   Id dset = open_dataset(f.get(), file, dataset);
   return describe_open(f.get(), dset.get(), dataset);
 }
 
 std::vector<DatasetInfo> list(const std::string& file) {
-  Session session;
+  Session session(file);
+  probe_in_child(file, "");
   Id f = open_file(file, false);
   std::vector<DatasetInfo> found;
   H5Ovisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, collect, &found);
@@ -1226,7 +1391,8 @@ std::vector<DatasetInfo> list(const std::string& file) {
 }
 
 std::string elsewhere(const std::string& file, const std::string& name) {
-  Session session;
+  Session session(file);
+  probe_in_child(file, "");  // the whole walk: an output's (hidden) name is looked up anywhere
   Id f = open_file(file, false);
   // The deepest part of `name` that exists: the dataset itself, or the group it would go in.
   for (std::string part = name; !part.empty(); part = part.substr(0, std::max<std::size_t>(1, part.rfind('/')))) {
@@ -1243,7 +1409,8 @@ std::string elsewhere(const std::string& file, const std::string& name) {
 }
 
 std::string existing_kind(const std::string& file, const std::string& name) {
-  Session session;
+  Session session(file);
+  probe_in_child(file, "");  // the whole walk: an output's (hidden) name is looked up anywhere
   Id f = open_file(file, false);
   auto kind = [&](const std::string& path) -> std::string {
     if (path != "/" && H5Lexists(f.get(), path.c_str(), H5P_DEFAULT) <= 0) return "";
@@ -1268,10 +1435,10 @@ std::string existing_kind(const std::string& file, const std::string& name) {
 }
 
 std::uint64_t create_dataset(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape) {
-  Session session;
+  Session session(file);
   const bool existing = is_hdf5_file(file);
   Id f = existing ? open_file(file, true)
-                  : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+                  : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
   if (!f.valid()) throw Error(file, "cannot create the HDF5 file");
   Id type = make_type(dtype);
   std::vector<hsize_t> dims(shape.begin(), shape.end());
@@ -1287,12 +1454,14 @@ std::uint64_t create_dataset(const std::string& file, const std::string& dataset
           H5Dclose);
   if (!dset.valid()) throw Error(where(file, dataset), "cannot create the dataset");
   const haddr_t offset = H5Dget_offset(dset.get());
+  dset.close(where(file, dataset), "cannot close the new dataset (disk full?)");
   if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(file, "cannot flush the HDF5 file");
+  f.close(file, "cannot close the HDF5 file (disk full?)");
   return offset == HADDR_UNDEF ? 0 : static_cast<std::uint64_t>(offset);
 }
 
 void move_dataset(const std::string& file, const std::string& from, const std::string& to, bool replace) {
-  Session session;
+  Session session(file);
   Id f = open_file(file, true);
   if (replace && link_exists(f.get(), to) && H5Ldelete(f.get(), to.c_str(), H5P_DEFAULT) < 0)
     throw Error(where(file, to), "cannot replace the existing dataset");
@@ -1300,16 +1469,8 @@ void move_dataset(const std::string& file, const std::string& from, const std::s
   if (H5Lmove(f.get(), from.c_str(), f.get(), to.c_str(), lcpl.get(), H5P_DEFAULT) < 0)
     throw Error(where(file, to), "cannot give the finished dataset its name");
   if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(file, "cannot flush the HDF5 file");
+  f.close(file, "cannot close the HDF5 file (disk full?)");
 }
 
-void delete_dataset(const std::string& file, const std::string& name) {
-  Session session;
-  try {
-    Id f = open_file(file, true);  // readers of the file let go first, as for any write
-    if (link_exists(f.get(), name)) H5Ldelete(f.get(), name.c_str(), H5P_DEFAULT);
-  } catch (const Error&) {
-    // Called while cleaning up after another error, which is the one to report.
-  }
-}
 
 }  // namespace ooc::hdf5

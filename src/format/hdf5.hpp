@@ -74,7 +74,16 @@ void parse_compression(const std::string& text, Compression& into);
 /// and returns the writer of its chunks: encoded on the kernel threads, written in order
 /// with H5Dwrite_chunk. Its finish() flushes and closes the file.
 std::unique_ptr<detail::TileWriter> create_compressed(const std::string& file, const std::string& dataset, DType dtype,
-                                                      const Shape& shape, const Compression& how);
+                                                      const Shape& shape, const Compression& how,
+                                                      const std::string& shown);
+
+/// For a process that must outlive a damaged file (the Python module; oocrun contains the
+/// library's crash with a signal handler instead, os/crash_guard.hpp): before the library
+/// first opens a version of a file (device, inode, size, mtime) for a dataset, or for its
+/// catalogue, a child process forked under the library lock does the same reads and
+/// exits; when the library kills it, the call throws ooc::Error naming the file ("damaged
+/// HDF5 file ..."), in place of crashing this process. Off by default.
+void set_probe_in_child(bool on);
 
 /// Every dataset in the file, in name order.
 std::vector<DatasetInfo> list(const std::string& file);
@@ -87,8 +96,6 @@ std::uint64_t create_dataset(const std::string& file, const std::string& dataset
 /// Renames a dataset (link) within `file`, creating missing groups; with `replace` an
 /// existing link at `to` is deleted first.
 void move_dataset(const std::string& file, const std::string& from, const std::string& to, bool replace);
-/// Deletes a link, ignoring one that does not exist.
-void delete_dataset(const std::string& file, const std::string& name);
 /// "other.h5:/data" when `name`, or the deepest group of it that exists, lies in another
 /// file than `file` (links lead there: an external link); "" when it lies in `file`.
 std::string elsewhere(const std::string& file, const std::string& name);

@@ -80,6 +80,34 @@ void write_at(int fd, const void* buffer, std::size_t size, std::uint64_t offset
   }
 }
 
+namespace {
+
+// Temporaries of `final_path` left by runs that died (kill -9, a power cut): a hidden name
+// of ours, ".NAME.ooc-" and 16 hex digits, whose lock no open file holds any more. Removed
+// when the next run makes an output of the same name, so a rerun leaves nothing behind.
+void remove_stale_temporaries(const std::filesystem::path& final_path, const std::filesystem::path& ours) {
+  const std::filesystem::path dir = final_path.has_parent_path() ? final_path.parent_path() : ".";
+  const std::string prefix = "." + final_path.filename().string() + ".ooc-";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != prefix.size() + 16 || name.compare(0, prefix.size(), prefix) != 0 || it->path() == ours) continue;
+    if (name.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) continue;
+    const int fd = ::open(it->path().c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    UniqueFd owner(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    try {
+      if (try_lock(fd, true, it->path().string())) ::unlink(it->path().c_str());
+    } catch (const Error&) {
+      // A file system without locks: nothing tells a live run's temporary from a dead one's.
+    }
+  }
+}
+
+}  // namespace
+
 UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesystem::path& temp_path) {
   const std::filesystem::path dir = final_path.has_parent_path() ? final_path.parent_path() : ".";
   std::random_device seed;
@@ -90,7 +118,18 @@ UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesy
     temp_path = dir / ("." + final_path.filename().string() + ".ooc-" + suffix);
     // 0666 and the umask: the permissions np.save's open() would give.
     const int fd = ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) return UniqueFd(fd);
+    if (fd >= 0) {
+      UniqueFd owner(fd);
+      // Held while the output is written: what marks a temporary as some run's, alive.
+      bool locked = false;
+      try {
+        locked = try_lock(fd, true, final_path.string());
+      } catch (const Error&) {
+        // No locks on this file system: temporaries of dead runs stay (they are hidden).
+      }
+      if (locked) remove_stale_temporaries(final_path, temp_path);
+      return owner;
+    }
     if (errno != EEXIST) {
       const int err = errno;
       throw Error(final_path.string(), "cannot create output: " + errno_text(err));
@@ -142,6 +181,100 @@ void sync_directory(const std::filesystem::path& directory) {
   if (fd < 0) throw Error(dir.string(), "cannot open directory: " + errno_text(errno));
   UniqueFd owner(fd);
   if (::fsync(fd) != 0 && errno != EINVAL) throw Error(dir.string(), "fsync failed: " + errno_text(errno));
+}
+
+namespace {
+
+std::filesystem::path directory_of(const std::filesystem::path& file) {
+  return file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+}
+
+}  // namespace
+
+std::string try_sync_directory_of(const std::filesystem::path& file) {
+  const std::filesystem::path dir = directory_of(file);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return "cannot open it: " + errno_text(errno);
+  UniqueFd owner(fd);
+  if (::fsync(fd) != 0 && errno != EINVAL) return "fsync failed: " + errno_text(errno);
+  return {};
+}
+
+namespace {
+
+bool same_file(const std::filesystem::path& path, const struct stat& as) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && st.st_dev == as.st_dev && st.st_ino == as.st_ino;
+}
+
+}  // namespace
+
+void sync_directory_of(const std::filesystem::path& file, const std::string& shown) {
+  const std::string why = try_sync_directory_of(file);
+  if (!why.empty()) throw Error(shown, "cannot sync its directory (" + why + ")");
+}
+
+void publish_file(const std::filesystem::path& temp, const std::filesystem::path& final_path, const std::string& shown) {
+  struct stat ours {};
+  if (::stat(temp.c_str(), &ours) != 0)
+    throw Error(shown, "cannot move the finished output into place: " + temp.string() + ": " + errno_text(errno));
+  // The file the output replaces, linked to a hidden name (the temporaries' pattern) until
+  // the new entry is durable, so that a failed sync can put it back.
+  struct stat old {};
+  const bool replaces = ::lstat(final_path.c_str(), &old) == 0;
+  std::filesystem::path backup;
+  if (replaces) {
+    std::random_device seed;
+    std::mt19937_64 rng(seed());
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      char suffix[17];
+      std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(rng()));
+      const std::filesystem::path name =
+          directory_of(final_path) / ("." + final_path.filename().string() + ".ooc-" + suffix);
+      if (::link(final_path.c_str(), name.c_str()) == 0) {
+        backup = name;
+        break;
+      }
+      if (errno != EEXIST) break;  // gone meanwhile, or no hard links on this file system
+    }
+  }
+  auto drop_backup = [&] {
+    if (!backup.empty()) ::unlink(backup.c_str());
+  };
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    drop_backup();
+    throw Error(shown, "cannot move the finished output into place: " + errno_text(err));
+  }
+  const std::string why = try_sync_directory_of(final_path);
+  if (why.empty()) {
+    if (!backup.empty()) {
+      drop_backup();
+      try_sync_directory_of(final_path);  // the hidden name's removal; the output is durable already
+    }
+    return;
+  }
+  // Undone, so that the failure changes nothing: the old file back under its name, or
+  // the new name removed. Only while the name still holds our file.
+  const std::string kept = "; the new output is in place but may not survive a power cut: run the same command again";
+  std::string state;
+  if (!same_file(final_path, ours)) {
+    drop_backup();
+    state = "; another process replaced it meanwhile";
+  } else if (!backup.empty()) {
+    if (::rename(backup.c_str(), final_path.c_str()) == 0) {
+      state = "; nothing was written (the file it replaced is back)";
+    } else {
+      drop_backup();
+      state = kept;
+    }
+  } else if (replaces) {
+    state = kept;  // no hard link could keep the old file: the new one stays
+  } else {
+    state = ::unlink(final_path.c_str()) == 0 ? "; nothing was written" : kept;
+  }
+  try_sync_directory_of(final_path);  // best effort: the undo's entries
+  throw Error(shown, "cannot sync its directory (" + why + ")" + state);
 }
 
 void rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {

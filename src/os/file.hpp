@@ -48,9 +48,22 @@ void preallocate(int fd, std::uint64_t size, const std::string& path);
 void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const std::string& path);
 
 void sync_file(int fd, const std::string& path);
-/// Makes a rename in `directory` durable.
+/// Makes a rename in `directory` durable. Errors name the directory.
 void sync_directory(const std::filesystem::path& directory);
+/// Makes the entries of the directory that holds `file` durable. Errors name `shown`
+/// (the name the user knows), never the directory alone: "SHOWN: cannot sync its
+/// directory (DIR: fsync failed: WHY)".
+void sync_directory_of(const std::filesystem::path& file, const std::string& shown);
+/// The same, not throwing: why it failed ("fsync failed: input/output error", "cannot
+/// open it: ..."), or empty.
+std::string try_sync_directory_of(const std::filesystem::path& file);
 void rename_file(const std::filesystem::path& from, const std::filesystem::path& to);
+/// Puts the finished file `temp` (data already synced) in place under `final_path`: a
+/// file already there is first linked to a hidden name beside it, then `temp` is renamed
+/// over it and the directory synced. If that sync fails, the rename is undone (the old
+/// file put back, or the new name removed) and an Error naming `shown` says that nothing
+/// was written; so a failure changes nothing. On success the hidden link is removed.
+void publish_file(const std::filesystem::path& temp, const std::filesystem::path& final_path, const std::string& shown);
 
 /// Starts writing the dirty pages of [offset, offset + size) to disk without waiting
 /// (sync_file_range SYNC_FILE_RANGE_WRITE), so a later fsync finds less left to do. A

@@ -30,8 +30,9 @@ constexpr int kSlots = 1024;  // mappings watched at once; more go unwatched
 Watched g_watched[kSlots];
 struct sigaction g_previous {};
 
-void on_sigbus(int sig, siginfo_t* info, void* context) {
-  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+// Maps zeros over the rest of the watched mapping holding `address` and flags it; false
+// when no watched mapping holds it.
+bool claim(std::uintptr_t address) {
   for (Watched& w : g_watched) {
     if (!w.active.load(std::memory_order_acquire)) continue;
     const std::uintptr_t begin = w.begin.load(std::memory_order_relaxed);
@@ -44,10 +45,15 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     const int protection = w.writable.load(std::memory_order_relaxed) ? PROT_READ | PROT_WRITE : PROT_READ;
     void* zeros = ::mmap(reinterpret_cast<void*>(first), last - first, protection,
                          MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (zeros == MAP_FAILED) break;
+    if (zeros == MAP_FAILED) return false;
     w.shrank.store(true, std::memory_order_release);
-    return;  // the faulting access is retried and reads zeros
+    return true;
   }
+  return false;
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  if (claim(reinterpret_cast<std::uintptr_t>(info->si_addr))) return;  // the access is retried and reads zeros
   // Not a watched mapping: whoever handled SIGBUS before us, or the default (a crash).
   if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
     g_previous.sa_sigaction(sig, info, context);
@@ -103,6 +109,10 @@ ShrinkWatch::~ShrinkWatch() {
   Watched& w = g_watched[slot_];
   w.active.store(false, std::memory_order_release);
   w.used.store(false, std::memory_order_release);
+}
+
+bool ShrinkWatch::claim_fault(const void* address) {
+  return claim(reinterpret_cast<std::uintptr_t>(address));
 }
 
 bool ShrinkWatch::shrank() const {

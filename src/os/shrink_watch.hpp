@@ -29,6 +29,11 @@ class ShrinkWatch {
   /// range reads as zeros from the faulting page on.
   bool shrank() const;
 
+  /// For another SIGBUS handler installed over this one (os/crash_guard.cpp): handles a
+  /// fault at `address` in a watched range as this one would (zeros, flag) and returns
+  /// true; false when no watch holds it. Async-signal-safe.
+  static bool claim_fault(const void* address);
+
  private:
   int slot_ = -1;  // index into the handler's table; -1: not watching
 };

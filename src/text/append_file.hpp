@@ -53,8 +53,7 @@ class AppendFile {
 
   void publish() {
     os::sync_file(fd_.get(), shown_);
-    os::rename_file(temp_, target_);
-    os::sync_directory(std::filesystem::path(target_).parent_path());
+    os::publish_file(temp_, target_, shown_);  // undone if the directory's sync fails
     temp_.clear();
   }
 

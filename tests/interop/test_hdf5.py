@@ -900,5 +900,98 @@ class ErrorTest(Hdf5Case):
         self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy", "link.h5", "target.h5"])
 
 
+def damage_root_btree_address(path):
+    """Overwrites the root group's B-tree address (in the symbol table message of the root
+    object header, which a version-0 superblock, h5py's default, names) with 8 bytes of
+    0xff. The HDF5 library follows it when it looks anything up in the root group, and
+    dies by SIGSEGV (h5py too). Returns the offset overwritten."""
+    with open(path, "r+b") as f:
+        head = f.read(96)
+        assert head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] == 0, "a version-0 superblock expected"
+        # The root symbol table entry (offset 56): link name, object header, cache type,
+        # reserved, then the cached B-tree and heap addresses.
+        root, = struct.unpack_from("<Q", head, 64)
+        cached_btree, = struct.unpack_from("<Q", head, 80)
+        f.seek(root)
+        header = f.read(1024)
+        assert header[0] == 1, "a version-1 object header expected"
+        count, = struct.unpack_from("<H", header, 2)
+        at = 16  # the 12-byte prefix, aligned to 8
+        for _ in range(count):
+            kind, size = struct.unpack_from("<HH", header, at)
+            if kind == 0x11:  # symbol table message: B-tree address, local heap address
+                assert struct.unpack_from("<Q", header, at + 8)[0] == cached_btree
+                f.seek(root + at + 8)
+                f.write(b"\xff" * 8)
+                return root + at + 8
+            at += 8 + size
+    raise AssertionError("no symbol table message in the root object header")
+
+
+class DamagedFileTest(Hdf5Case):
+    """A damaged file can crash the HDF5 library itself (SIGSEGV: it trusts the addresses
+    the file holds). oocrun contains that crash: one line naming the file, exit 1."""
+
+    DAMAGED = "damaged HDF5 file (the HDF5 library crashed reading it)"
+
+    def make(self, name):
+        path = self.tmp.file(name)
+        with h5py.File(path, "w") as f:
+            for k in range(10):
+                f[f"g{k}/v"] = np.arange(50, dtype="<i4")
+            f["c"] = np.arange(1000.0)
+            f.create_dataset("x", data=np.arange(4000.0).reshape(200, 20), chunks=(5, 20), compression="gzip")
+        return path
+
+    def crashes_contained(self, *args, name):
+        proc = run(*args, check=False)
+        self.assertEqual(proc.returncode, 1, f"{args}: {proc.stderr}")
+        self.assertEqual(proc.stderr.splitlines(), [f"oocrun: {name}: {self.DAMAGED}"], args)
+        self.assertEqual(proc.stdout, "")
+
+    def test_a_root_group_with_its_btree_address_overwritten_is_one_line_and_exit_1(self):
+        path = self.make("damaged.h5")
+        damage_root_btree_address(path)
+        before = digest(path)
+        self.crashes_contained("info", path, name=path)
+        self.crashes_contained("info", f"{path}:/c", name=path)
+        self.crashes_contained("reduce", "sum", f"{path}:/c", name=path)
+        self.crashes_contained("reduce", "sum", f"{path}:/x", name=path)
+        out = self.tmp.file("out.npy")
+        self.crashes_contained("apply", "add-one", f"{path}:/x", "-o", out, name=path)
+        self.crashes_contained("apply", "add-one", f"{path}:/c", "-o", f"{self.tmp.file('new.h5')}:/y", name=path)
+        npy = self.tmp.save("a.npy", np.arange(10.0))
+        self.crashes_contained("apply", "add-one", npy, "-o", f"{path}:/y", name=path)
+        self.crashes_contained("eval", "a + 1", f"a={path}:/x", "-o", out, name=path)
+        self.assertEqual(digest(path), before, "the damaged file was written to")
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy", "damaged.h5"])
+
+    def test_words_of_the_metadata_overwritten_one_by_one_never_kill_a_run(self):
+        # Each 8-byte word of the first 768 bytes (superblock, root object header, B-tree,
+        # the root group's heap) overwritten with 0xff in turn, then info and a
+        # reduction: exit 0, or exit 1 with one line naming the file; never a signal.
+        good = self.make("good.h5")
+        with open(good, "rb") as f:
+            original = f.read()
+        path = self.tmp.file("mutant.h5")
+        crashes = 0
+        offsets = range(0, 768, 8)
+        for at in offsets[::4] if SANITIZED else offsets:
+            with open(path, "wb") as f:
+                f.write(original[:at] + b"\xff" * 8 + original[at + 8:])
+            for args in (["info", path], ["reduce", "sum", f"{path}:/x"]):
+                proc = run(*args, check=False)
+                with self.subTest(offset=at, command=args[0]):
+                    self.assertIn(proc.returncode, (0, 1), proc.stderr)
+                    if proc.returncode == 1:
+                        lines = proc.stderr.splitlines()
+                        self.assertEqual(len(lines), 1, lines)
+                        self.assertTrue(lines[0].startswith(f"oocrun: {path}"), lines[0])
+                        crashes += self.DAMAGED in lines[0]
+        # The sweep meets crashes of the library (at the root group's B-tree address and
+        # heap, its B-tree node's child pointers, ...), or it tests nothing.
+        self.assertGreater(crashes, 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -448,7 +448,12 @@ class TextTest(unittest.TestCase):
         for args in (["import", src, "-o", self.path("out.npy")], ["export", self.path("c.npy"), "-o", self.path("o.csv")]):
             proc = subprocess.Popen([OOCRUN, *args, "--tile-bytes", "256K", "--threads", "1"], stderr=subprocess.PIPE,
                                     text=True)
-            time.sleep(0.1)
+            # Sent once the run has started (its output's temporary is there), not after a
+            # fixed delay: on a loaded machine 0.1 s could end before oocrun had even loaded.
+            deadline = time.monotonic() + 60
+            while (proc.poll() is None and time.monotonic() < deadline
+                   and not any(".ooc-" in n for n in os.listdir(self.dir))):
+                time.sleep(0.002)
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=60)
             if proc.returncode == 0:  # finished first

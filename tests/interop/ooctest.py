@@ -228,3 +228,35 @@ def mount_small_tmpfs(test, mountpoint, size="1m"):
         test.skipTest(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
     test.addCleanup(subprocess.run, ["umount", mountpoint], capture_output=True)
     return mountpoint
+
+
+# ---- Nothing lost: helpers of the fault, power-cut and kill tests -----------------------
+
+def leftovers(directory):
+    """Temporaries and journals: the files ooc names with '.ooc-' in `directory`."""
+    return sorted(n for n in os.listdir(directory) if ".ooc-" in n)
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def h5_objects(path):
+    """{name: (kind, dtype, shape, bytes, attributes)} of every object in an HDF5 file, the
+    root group as "/": two files hold the same objects when these are equal."""
+    import h5py
+    out = {}
+
+    def attributes(obj):
+        return {k: np.asarray(v).tobytes() for k, v in obj.attrs.items()}
+
+    with h5py.File(path, "r") as h:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                out[name] = ("dataset", obj.dtype.str, obj.shape, obj[()].tobytes(), attributes(obj))
+            else:
+                out[name] = ("group", None, None, None, attributes(obj))
+        h.visititems(visit)
+        out["/"] = ("group", None, None, None, attributes(h))
+    return out

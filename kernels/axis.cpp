@@ -608,7 +608,7 @@ DType ReduceOp::result_dtype(DType input) const {
 
 void ReduceOp::run_axis(const MappedArray& in, int axis, std::span<std::byte> out,
                         const PipelineOptions& options) const {
-  if (code_ == Code::histogram) throw UsageError(in.path(), "histogram takes no --axis (numpy's has none)");
+  if (code_ == Code::histogram) throw UsageError(in.path(), "histogram takes no axis (numpy's has none)", "axis");
   const int k = normalize_axis(axis, in.ndim());
   const AxisLayout layout = axis_layout(in.shape(), in.order(), k);
   const Output output{result_dtype(in.dtype()), out.data()};

@@ -203,7 +203,7 @@ ReduceOp ReduceOp::parse(std::string_view name, Params params) {
   if (known == std::end(kReductions))
     throw UsageError("unknown reduction '" + op.name_ + "' (known: " + std::string(kKnownReductions) + ")");
   op.code_ = known->code;
-  if (params.ddof < 0) throw UsageError("--ddof must not be negative");
+  if (params.ddof < 0) throw UsageError(std::string(), "ddof must not be negative", "ddof");
   if (op.code_ == Code::histogram) {
     if (params.bins <= 0) throw UsageError("histogram: `bins` must be positive, when an integer");
     if (params.range) {

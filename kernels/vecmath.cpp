@@ -172,7 +172,7 @@ void pow(const double* x, std::int64_t xs, const double* y, std::int64_t ys, dou
 
 // float32 through the float64 variants, rounded once at the end: libmvec's own float
 // functions are a few units in the last place off, and numpy's own float32 log up to 4
-// the other way (libmvec's logf was 6 from it in a 10^6 sample; DESIGN.md).
+// the other way (libmvec's logf was 6 from it in a 10^6 sample; docs/decisions/2026-12-01-vecmath-libmvec.md).
 void unary(Fn f, const float* x, float* out, std::int64_t n) {
   double wide[kChunk];
   for (std::int64_t i = 0; i < n; i += kChunk) {

@@ -1,7 +1,9 @@
 // Vectorised transcendental functions for the float32 and float64 loops: glibc's libmvec
 // (the vector variants GCC's `#pragma omp declare simd` calls, IFUNC-dispatched inside
-// glibc), at the widest vector the CPU takes. See DESIGN.md, "Transcendental functions".
+// glibc), at the widest vector the CPU takes. See docs/decisions/2026-12-01-vecmath-libmvec.md.
 #pragma once
+
+#include "layer.hpp"
 
 #include <cstdint>
 

@@ -9,6 +9,8 @@
 // code that runs on a narrower CPU.
 #pragma once
 
+#include "layer.hpp"
+
 #include <cstdint>
 
 #include "vecmath.hpp"

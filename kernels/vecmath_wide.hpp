@@ -2,6 +2,8 @@
 // instruction set; only plain pointers cross between the files, never a vector type.
 #pragma once
 
+#include "layer.hpp"
+
 #include <cstdint>
 
 #include "vecmath.hpp"

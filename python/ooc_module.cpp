@@ -7,8 +7,7 @@
 // the run stops at the next tile, an uncommitted output's temporary is removed, and
 // KeyboardInterrupt is raised once the worker has unwound.
 
-#include "cli/options.hpp"
-#include "format/hdf5.hpp"
+#include "ooc/runtime.hpp"
 #include "ooc/internal/pipeline.hpp"
 #include "ooc/ooc.hpp"
 #include "ooc/text.hpp"
@@ -48,37 +47,25 @@ ooc::MappedArray open_source(const Source& source, ooc::Access access = ooc::Acc
   return array;
 }
 
-// What every call takes: threads=, tile_bytes=, io=, prefetch=.
+// What every call takes: threads=, tile_bytes=, io=, prefetch=, as ooc::RunOptions reads
+// them (oocrun's --threads, --tile-bytes, --io, --prefetch): checked once, per call.
 struct CallOptions {
-  int threads = 0;
-  std::uint64_t tile_bytes = ooc::kDefaultTileBytes;
-  ooc::Io io = ooc::Io::automatic;
-  int prefetch = 2;
+  ooc::PipelineOptions pipeline;
 };
 
 CallOptions call_options(int threads, const py::object& tile_bytes, const std::string& io, int prefetch) {
-  CallOptions options;
-  if (threads < 0) throw ooc::UsageError("threads must be 0 (every core) or more, not " + std::to_string(threads));
-  options.threads = threads;
+  ooc::RunOptions run;
+  run.threads = threads;
   if (py::isinstance<py::str>(tile_bytes)) {
-    try {
-      options.tile_bytes = ooc::cli::parse_size(tile_bytes.cast<std::string>());
-    } catch (const ooc::UsageError& e) {
-      throw ooc::UsageError("tile_bytes: " + e.problem());
-    }
+    run.tile_bytes = tile_bytes.cast<std::string>();
   } else {
     const long long value = tile_bytes.cast<long long>();
-    if (value < 0) throw ooc::UsageError("tile_bytes must be positive");
-    options.tile_bytes = static_cast<std::uint64_t>(value);
+    if (value < 0) throw ooc::UsageError(std::string(), "tile_bytes must be positive", "tile_bytes");
+    run.tile_bytes = std::to_string(value);
   }
-  if (options.tile_bytes == 0) throw ooc::UsageError("tile_bytes must be positive");
-  if (io == "auto") options.io = ooc::Io::automatic;
-  else if (io == "mmap") options.io = ooc::Io::mapped;
-  else if (io == "direct") options.io = ooc::Io::direct;
-  else throw ooc::UsageError("io must be 'auto', 'mmap' or 'direct', not '" + io + "'");
-  if (prefetch < 0) throw ooc::UsageError("prefetch must be 0 or more");
-  options.prefetch = prefetch;
-  return options;
+  run.io = io;
+  run.prefetch = prefetch;
+  return CallOptions{run.pipeline_options()};
 }
 
 // The state a call's worker shares with the thread that watches it.
@@ -89,11 +76,7 @@ struct Run {
   std::atomic<std::int64_t> before_bytes{0};
 
   ooc::PipelineOptions pipeline(const CallOptions& call, int itemsize) {
-    ooc::PipelineOptions options;
-    options.threads = call.threads;
-    options.tile_bytes = call.tile_bytes;
-    options.io = call.io;
-    options.prefetch = call.prefetch;
+    ooc::PipelineOptions options = call.pipeline;
     options.cancel = &cancel;
     options.on_progress = [this, itemsize](const ooc::Progress& p) {
       total_bytes = p.elements * itemsize;
@@ -450,7 +433,7 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
           throw;
         } catch (const ooc::Error& e) {  // no room or no right to write it beside the array
           if (e.path() != ooc::journal_path(a.path()) || std::filesystem::exists(e.path())) throw;
-          throw ooc::Error(e.path(), e.problem() + " (journal=False runs in place without one)");
+          throw ooc::Error(e.path(), e.problem() + " (journal=False runs in place without one)", e.kind());
         }
       }
       try {
@@ -825,8 +808,14 @@ std::string one_line(std::string text) {
   return text;
 }
 
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+// Raises `type` with the one-line message, its `kind` attribute the Error's kind's name.
+void raise(PyObject* type, const ooc::Error& e) {
+  const std::string message = one_line(e.what());
+  PyObject* value = PyObject_CallFunction(type, "s", message.c_str());
+  if (value == nullptr) return;  // the call's own exception stands
+  if (PyObject_SetAttrString(value, "kind", py::str(ooc::kind_name(e.kind())).ptr()) != 0) PyErr_Clear();
+  PyErr_SetObject(type, value);
+  Py_DECREF(value);
 }
 
 }  // namespace
@@ -834,30 +823,27 @@ bool ends_with(const std::string& text, const std::string& tail) {
 PYBIND11_MODULE(_ooc, m) {
   m.doc() = "ooc's C++ engine; use the ooc package";
   // A damaged HDF5 file can crash the HDF5 library; here that must raise, not end the
-  // interpreter: each file is probed in a child process first (hdf5::set_probe_in_child).
-  ooc::hdf5::set_probe_in_child(true);
+  // interpreter: each file is probed in a child process first (ooc::probe_hdf5_files_in_child).
+  ooc::probe_hdf5_files_in_child(true);
 
   static py::exception<ooc::Error> error_type(m, "Error", PyExc_OSError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const ooc::Cancelled& e) {
-      PyErr_SetString(PyExc_KeyboardInterrupt, one_line(e.what()).c_str());
-    } catch (const ooc::UsageError& e) {
-      PyErr_SetString(PyExc_ValueError, one_line(e.what()).c_str());
     } catch (const ooc::Error& e) {
-      // The OS's own causes get Python's own exceptions (ooc's messages end in strerror's
-      // text, lower-cased: "x.npy: no such file or directory").
-      const std::string& problem = e.problem();
+      // By the error's kind, never its words: the OS's own causes get Python's own
+      // exceptions, and what numpy refuses (the minimum of an empty array) numpy's
+      // ValueError, with numpy's own words (ooc's kernels throw them as they are).
       PyObject* type = error_type.ptr();
-      // The reductions numpy refuses on an empty array raise numpy's ValueError, with
-      // numpy's own words (ooc's kernels throw them as they are).
-      if (problem.starts_with("zero-size array to reduction operation") || problem.starts_with("attempt to get arg"))
-        type = PyExc_ValueError;
-      else if (ends_with(problem, "no such file or directory")) type = PyExc_FileNotFoundError;
-      else if (ends_with(problem, "permission denied") || ends_with(problem, "operation not permitted"))
-        type = PyExc_PermissionError;
-      PyErr_SetString(type, one_line(e.what()).c_str());
+      switch (e.kind()) {
+        case ooc::ErrorKind::cancelled: type = PyExc_KeyboardInterrupt; break;
+        case ooc::ErrorKind::usage: case ooc::ErrorKind::value: type = PyExc_ValueError; break;
+        case ooc::ErrorKind::not_found: type = PyExc_FileNotFoundError; break;
+        case ooc::ErrorKind::permission: type = PyExc_PermissionError; break;
+        case ooc::ErrorKind::out_of_memory: type = PyExc_MemoryError; break;
+        default: break;  // other, no_space, corrupt, busy: ooc.Error (an OSError)
+      }
+      raise(type, e);
     }
   });
 

@@ -21,7 +21,7 @@ if [ "${OOC_SANITIZE:-1}" != 0 ]; then
   # tests start thousands of runs (sanitized tests: 4.4-4.7 min, from 5.9).
   # No Python module there: an ASan-built module loads only into an interpreter started
   # with the ASan runtime preloaded (tests/CMakeLists.txt), so its tests are the plain tree's.
-  cmake -S . -B "$SANITIZE_DIR" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=None -DOOC_WITH_PYTHON=OFF \
+  cmake -S . -B "$SANITIZE_DIR" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=None -DOOC_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS="-O0 -gline-tables-only" -DCMAKE_EXE_LINKER_FLAGS="-no-pie" \
     -DOOC_SANITIZE=ON -DOOC_FUZZ=ON -DOOC_FUZZ_SECONDS="${OOC_FUZZ_SECONDS:-10}" -DOOC_PARSER_FUZZ_SECONDS="${OOC_FUZZ_SECONDS:-10}" >/dev/null
   cmake --build "$SANITIZE_DIR" -j"$(nproc)" >"$SANITIZE_DIR/build.log" 2>&1 &

@@ -1,9 +1,11 @@
 // Tests for src/cli/options.hpp and src/cli/options.cpp: the pieces of oocrun's command
-// line that are worth testing on their own.
+// line that are worth testing on their own; and ooc::parse_size (ooc/pipeline.hpp), which
+// reads --tile-bytes.
 
 #include "cli/json.hpp"
 #include "cli/options.hpp"
 #include "ooc/error.hpp"
+#include "ooc/pipeline.hpp"
 
 #include <doctest/doctest.h>
 
@@ -21,7 +23,7 @@ using namespace std::string_view_literals;
 namespace {
 
 using ooc::cli::json_string;
-using ooc::cli::parse_size;
+using ooc::parse_size;
 using ooc::cli::rate_text;
 
 constexpr std::uint64_t kKiB = 1ull << 10;

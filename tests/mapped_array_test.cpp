@@ -2,7 +2,7 @@
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/reductions.hpp"
 
-#include "mapped_array_access.hpp"
+#include "core/mapped_array_access.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>

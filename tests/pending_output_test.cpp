@@ -1,6 +1,6 @@
 // src/pending_output: an output is published under its final name, or leaves no trace.
 
-#include "pending_output.hpp"
+#include "core/pending_output.hpp"
 
 #include "format/hdf5.hpp"
 #include "format/hdf5_rollback.hpp"

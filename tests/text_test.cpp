@@ -1,7 +1,7 @@
 // Tests for src/text/parse.*: the line splitter and the field parsers behind
 // `oocrun import`, and ooc::import_text / ooc::export_text on small files.
 
-#include "text/parse.hpp"
+#include "format/text_parse.hpp"
 #include "ooc/array_map.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/text.hpp"

@@ -1,6 +1,7 @@
 #pragma once
 /// MappedArray: one array of a file, memory-mapped, with its dtype, shape and order.
 
+#include "ooc/compression.hpp"
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
 #include "ooc/shape.hpp"
@@ -167,6 +168,12 @@ struct ArrayEntry {
 /// ("run.h5:/sim/p"), or every dataset of an HDF5 file ("run.h5"). Throws ooc::Error for
 /// a file that is neither, or a bad header, as map_file would.
 std::vector<ArrayEntry> describe(const std::string& path);
+
+/// A new chunked HDF5 dataset `path` (FILE.h5:/dataset), compressed as `how` says:
+/// written tile by tile (chunks encoded on the kernel threads), never mapped. Durable and
+/// given its name by commit(), as create_hdf5's.
+MappedArray create_compressed(const std::string& path, DType dtype, const Shape& shape, const Compression& how,
+                              bool overwrite = false);
 
 /// create_npy or create_hdf5, by the form of `path`.
 MappedArray create_array(const std::string& path, DType dtype, const Shape& shape, Order order = Order::c,

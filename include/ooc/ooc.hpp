@@ -3,12 +3,15 @@
 /// it uses and skip Eigen (README, "The C++ API"); ooc/internal/ is not API.
 
 #include "ooc/array_map.hpp"
+#include "ooc/array_path.hpp"
+#include "ooc/compression.hpp"
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
 #include "ooc/journal.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/pipeline.hpp"
+#include "ooc/runtime.hpp"
 #include "ooc/scalar.hpp"
 #include "ooc/selection.hpp"
 #include "ooc/shape.hpp"

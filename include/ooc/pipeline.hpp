@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <string_view>
 
 namespace ooc {
 
@@ -59,6 +61,28 @@ struct PipelineOptions {
   std::size_t first_tile = 0;
   /// Told before each tile is written and after it is committed.
   TileJournal* journal = nullptr;
+};
+
+/// Parses a byte count: "4096", "64K", "64M", "1G", "2T" (binary multiples, upper or lower
+/// case; an optional trailing "B" or "iB": "64MB", "64MiB"). Throws UsageError ("'12Q' is
+/// not a size (try 64M or 1G)", "size '99999999999T' is too large"), with no option named:
+/// the caller says which option the text came from.
+std::uint64_t parse_size(std::string_view text);
+
+/// A run's options as a caller states them in words: oocrun's --threads, --tile-bytes,
+/// --io and --prefetch, the Python module's threads=, tile_bytes=, io= and prefetch=. The
+/// same text means the same run in both.
+struct RunOptions {
+  int threads = 0;                ///< 0: every core TBB sees
+  std::string tile_bytes = "16M";  ///< what parse_size reads; 0 is refused
+  std::string io = "auto";        ///< "auto", "mmap" or "direct" (Io)
+  int prefetch = 2;               ///< tiles whose pages are requested ahead
+
+  /// The PipelineOptions these ask for (the fields not named above as defaulted). Throws
+  /// UsageError naming the option at fault, in these fields' names (Error::option():
+  /// "tile_bytes: '12Q' is not a size (try 64M or 1G)", "io must be 'auto', 'mmap' or
+  /// 'direct', not 'fast'").
+  PipelineOptions pipeline_options() const;
 };
 
 }  // namespace ooc

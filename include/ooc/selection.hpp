@@ -53,7 +53,7 @@ std::optional<std::pair<std::string, std::string>> split_selection(const std::st
 
 /// The elements of `source` that `selection` picks, as numpy's `source[selection]`: its
 /// shape (axes of single indices dropped, the list's axis placed where numpy places it),
-/// in the memory order numpy's result has (C or F; see DESIGN.md), read tile by tile from
+/// in the memory order numpy's result has (C or F; see docs/decisions/2026-11-30-selection-numpy-order.md), read tile by tile from
 /// `source`, which the result owns. Throws UsageError naming source's path for an index
 /// out of bounds, too many indices or a zero step. Read-only: the result cannot be
 /// written in place.
@@ -76,7 +76,7 @@ std::string selection_summary(const MappedArray& array);
 std::uint64_t tile_bytes_spanning(const MappedArray& array, std::uint64_t tile_bytes);
 
 /// Gaps between selected runs up to this many bytes are read through (one span, one
-/// sequential stream); larger gaps are skipped (DESIGN.md: "Selections").
+/// sequential stream); larger gaps are skipped (docs/decisions/2026-11-30-selection-gap-16k.md).
 inline constexpr std::int64_t kSelectionGapBytes = 16 * 1024;
 
 }  // namespace ooc

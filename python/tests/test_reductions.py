@@ -9,7 +9,8 @@ from conftest import DTYPES, sample, save
 
 FULL = ["sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero", "any", "all",
         "nansum", "nanmean", "nanmin", "nanmax"]
-# Within rounding, not bit for bit (DESIGN.md: one-pass var/std; numpy's norm calls BLAS).
+# Within rounding, not bit for bit (docs/decisions/2026-11-29-var-std-one-pass.md;
+# numpy's norm calls BLAS: docs/decisions/2026-11-30-norm.md).
 # float16: numpy's own two-pass float16 variance along an axis is further than 4e-3 from
 # the exact value on some data (measured 4.8e-3 here), where ooc's float64 moments are exact.
 TOLERANCE = {"f2": 1e-2, "f4": 1e-5}

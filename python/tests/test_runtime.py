@@ -258,3 +258,33 @@ def test_cmake_install_puts_the_package_where_python_finds_it(tmp):
 def sysconfig_suffix():
     import sysconfig
     return sysconfig.get_config_var("EXT_SUFFIX")
+
+
+def test_exception_types_follow_the_error_kind_not_its_words(tmp):
+    """ooc.Error's kind (ooc::ErrorKind) picks the exception type, and is its `kind`."""
+    path = save(tmp, "a.npy", np.arange(100.0))
+    with pytest.raises(FileNotFoundError) as caught:
+        ooc.sum(f"{tmp}/missing.npy")
+    assert caught.value.kind == "not_found"
+    with pytest.raises(ValueError) as caught:  # a usage error, naming the option as Python does
+        ooc.sum(path, tile_bytes="12Q")
+    assert caught.value.kind == "usage" and "tile_bytes: '12Q' is not a size" in str(caught.value)
+    assert "--" not in str(caught.value)
+    empty = save(tmp, "empty.npy", np.zeros(0))
+    with pytest.raises(ValueError, match="zero-size array") as caught:  # numpy's own refusal
+        ooc.min(empty)
+    assert caught.value.kind == "value"
+    bad = os.path.join(tmp, "bad.npy")
+    with open(bad, "wb") as f:
+        f.write(b"not an array, but long enough to be read as one")
+    with pytest.raises(ooc.Error) as caught:
+        ooc.sum(bad)
+    assert caught.value.kind == "corrupt"
+    out = save(tmp, "o.npy", np.arange(4.0))
+    h5 = f"{tmp}/o.h5:/a"
+    ooc.apply("add:1", out, out=h5)
+    with pytest.raises(ValueError, match=r"dataset already exists \(overwrite replaces it\)") as caught:
+        ooc.apply("add:1", out, out=h5)  # the library's words: no flag of oocrun's
+    assert caught.value.kind == "usage"
+    with pytest.raises(ValueError, match="ddof must not be negative"):
+        ooc.std(path, ddof=-1)

@@ -70,7 +70,7 @@ int ApplyCommand::run(Context& context) const {
         throw;
       } catch (const Error& e) {  // no room or no right to write it beside the array
         if (e.path() != journal_path(path_) || std::filesystem::exists(e.path())) throw;
-        throw Error(e.path(), e.problem() + " (--no-journal runs in place without one)");
+        throw Error(e.path(), e.problem() + " (--no-journal runs in place without one)", e.kind());
       }
       resumed = journal->resumed();
       if (resumed && journal->tiles_done_before() == journal->tiles())  // only its journal's removal was cut short

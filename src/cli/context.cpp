@@ -1,7 +1,7 @@
 #include "cli/context.hpp"
 
 #include "cli/options.hpp"
-#include "format/hdf5.hpp"
+#include "ooc/array_path.hpp"
 
 #include <iostream>
 #include <new>
@@ -23,17 +23,13 @@ void Context::describe_reads(const MappedArray& array) const {
 }
 
 PipelineOptions Context::pipeline_options() const {
-  PipelineOptions options;
+  RunOptions run;
+  run.threads = common.threads;
+  run.tile_bytes = common.tile_bytes;
+  run.io = common.io_mode;
+  run.prefetch = common.prefetch;
+  PipelineOptions options = run.pipeline_options();  // its errors name the option: fail() says the flag
   options.cancel = signals.cancel_flag();
-  options.threads = common.threads;
-  try {
-    options.tile_bytes = parse_size(common.tile_bytes);
-  } catch (const UsageError& e) {
-    throw UsageError("--tile-bytes: " + e.problem());
-  }
-  if (options.tile_bytes == 0) throw UsageError("--tile-bytes must be positive");
-  options.prefetch = common.prefetch;
-  options.io = common.io_mode == "mmap" ? Io::mapped : common.io_mode == "direct" ? Io::direct : Io::automatic;
   return options;
 }
 
@@ -61,7 +57,7 @@ void Context::size_tiles_for(const MappedArray& a, PipelineOptions& options) con
 
 void check_output_name(const std::string& out) {
   if (out.size() >= 4 && out.ends_with(".npy")) return;
-  if (hdf5::split(out)) return;
+  if (ArrayPath::parse(out).in_hdf5()) return;
   throw UsageError(out, "an output is a .npy file (out.npy) or an HDF5 dataset (file.h5:/dataset)");
 }
 
@@ -76,6 +72,38 @@ std::string one_line(std::string text) {
   return text;
 }
 
+std::string error_text(const Error& error) {
+  // The library's words for an option, and oocrun's for the same.
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"overwrite", "--overwrite"},
+      {"tile_bytes", "--tile-bytes"},
+      {"threads", "--threads"},
+      {"prefetch", "--prefetch"},
+      {"io", "--io"},
+      {"dtype", "--dtype"},
+      {"skip_rows", "--skip-rows"},
+      {"missing", "--missing"},
+      {"fmt", "--fmt"},
+      {"ddof", "--ddof"},
+      {"axis", "--axis"},
+      {"compression", "--compression"},
+      {"chunks/compression", "--chunks/--compression"},
+      {"chunks and compression", "--chunks and --compression"},
+      {"without a journal", "with --no-journal"},
+  };
+  const std::string& words = error.option();
+  if (words.empty()) return error.what();
+  std::string problem = error.problem();
+  const std::size_t at = problem.find(words);
+  if (at == std::string::npos) return error.what();
+  for (const auto& [library, flag] : kFlags) {
+    if (words != library) continue;
+    problem.replace(at, words.size(), flag);
+    return error.path().empty() ? problem : error.path() + ": " + problem;
+  }
+  return error.what();
+}
+
 int fail(Context& context, std::exception_ptr failure) {
   context.progress.end_line();
   const FailureNotes& notes = context.notes;
@@ -88,14 +116,17 @@ int fail(Context& context, std::exception_ptr failure) {
     say(line + notes.cancel_note);
     return 128 + context.signals.signal();
   } catch (const UsageError& e) {
-    say(e.what() + notes.error_note);
+    say(error_text(e) + notes.error_note);
     return kExitUsage;
   } catch (const std::bad_alloc&) {
     // Kernels name the file themselves (rethrow_naming); this is an allocation outside
     // one (a printed result, a plan): name the array the command names.
     say((notes.file.empty() ? "" : notes.file + ": ") + "out of memory" + notes.error_note);
     return kExitRuntime;
-  } catch (const std::exception& e) {  // ooc::Error, or a bug's std::logic_error
+  } catch (const Error& e) {
+    say(error_text(e) + notes.error_note);
+    return kExitRuntime;
+  } catch (const std::exception& e) {  // a bug's std::logic_error
     say(e.what() + notes.error_note);
     return kExitRuntime;
   }

@@ -91,6 +91,11 @@ double seconds_since(std::chrono::steady_clock::time_point start);
 /// Line ends turned to spaces, trailing spaces dropped: an error is one line.
 std::string one_line(std::string text);
 
+/// The error as oocrun says it: what(), with the words that name an option in the
+/// library's terms (Error::option(): "overwrite", "tile_bytes") said as oocrun's flag
+/// ("--overwrite", "--tile-bytes"). An option oocrun has no flag for stays as it is.
+std::string error_text(const Error& error);
+
 /// Prints the one line for the error `failure` that stopped the run and returns oocrun's
 /// exit status: 128 + the signal for a cancelled run, 2 for a UsageError, 1 otherwise.
 int fail(Context& context, std::exception_ptr failure);

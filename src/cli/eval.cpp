@@ -132,7 +132,7 @@ int EvalCommand::run(Context& context) const {
     throw;
   } catch (const Error& e) {  // an error of the data with no file named: the inputs'
     if (!e.path().empty() || arrays.empty()) throw;
-    throw Error(inputs(), e.problem());
+    throw Error(inputs(), e.problem(), e.kind(), e.option());
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {

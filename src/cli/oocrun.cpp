@@ -4,7 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 #include "cli/text.hpp"
-#include "os/crash_guard.hpp"
+#include "ooc/runtime.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   }
   // After MPI's own handlers, which the ones here hand on to: a crash of the HDF5 library
   // on a damaged file ends the run with one line naming it and exit 1.
-  ooc::os::contain_library_crashes("oocrun: ");
+  ooc::contain_library_crashes("oocrun: ");
   if (!job->prints()) {
     // Under MPI every rank runs this same command; rank 0 alone speaks for them all.
     std::cout.setstate(std::ios::badbit);

@@ -1,7 +1,7 @@
 #include "cli/output.hpp"
 
-#include "format/hdf5.hpp"
-#include "mapped_array_access.hpp"
+#include "ooc/array_path.hpp"
+#include "ooc/compression.hpp"
 
 #include <algorithm>
 
@@ -17,11 +17,15 @@ MappedArray make_output(const Job& job, const ChunkedOutput& chunked, const std:
                         const MappedArray* like, const Shape& shape, Order order, bool overwrite) {
   if (!chunked.asked())
     return like ? job.create_output(path, dtype, *like, overwrite) : create_array(path, dtype, shape, order, overwrite);
-  if (!hdf5::split(path))
+  if (!ArrayPath::parse(path).in_hdf5())
     throw UsageError(path, "--chunks, --compression and --shuffle make HDF5 datasets: name the output FILE.h5:/dataset");
   if (job.spans_ranks()) throw UsageError(path, "--chunks/--compression outputs are written by one process, not under mpirun");
-  hdf5::Compression how;
-  if (!chunked.compression.empty()) hdf5::parse_compression(chunked.compression, how);
+  Compression how;
+  try {
+    if (!chunked.compression.empty()) how.parse_codec(chunked.compression);
+  } catch (const UsageError& e) {
+    throw UsageError("--" + e.problem());  // the library names the value; the flag is ours
+  }
   how.shuffle = chunked.shuffle;
   if (!chunked.chunks.empty() && chunked.chunks != "auto") {
     const std::string& t = chunked.chunks;
@@ -32,7 +36,7 @@ MappedArray make_output(const Job& job, const ChunkedOutput& chunked, const std:
   }
   if (order == Order::fortran && shape.size() > 1)
     throw UsageError(path, "HDF5 datasets are C order: a Fortran-order result cannot be written to one");
-  return detail::MappedArrayAccess::create_compressed_hdf5(path, dtype, shape, overwrite, how);
+  return create_compressed(path, dtype, shape, how, overwrite);
 }
 
 }  // namespace ooc::cli

@@ -119,8 +119,9 @@ Id open_file(const std::string& file, bool writable) {
     for (Holder* h : holders()) h->let_go();
     if (Id f = attempt(); f.valid()) return f;
   }
-  if (::access(file.c_str(), R_OK) != 0) throw Error(file, "no such file, or it cannot be read");
-  throw Error(file, writable ? "cannot open the HDF5 file for writing" : "not an HDF5 file, or it is damaged");
+  if (::access(file.c_str(), R_OK) != 0) throw Error(file, "no such file, or it cannot be read", kind_of_errno(errno));
+  if (writable) throw Error(file, "cannot open the HDF5 file for writing");
+  throw Error(file, "not an HDF5 file, or it is damaged", ErrorKind::corrupt);
 }
 
 // True if every component of `path` exists as a link (H5Lexists needs each parent).
@@ -319,7 +320,7 @@ DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
 }
 
 Id open_dataset(hid_t file, const std::string& file_name, const std::string& dataset) {
-  if (!link_exists(file, dataset)) throw Error(where(file_name, dataset), "no such dataset");
+  if (!link_exists(file, dataset)) throw Error(where(file_name, dataset), "no such dataset", ErrorKind::not_found);
   Id object(H5Oopen(file, dataset.c_str(), H5P_DEFAULT), H5Oclose);
   if (!object.valid()) throw Error(where(file_name, dataset), "cannot open this object");
   if (H5Iget_type(object.get()) == H5I_GROUP)
@@ -412,7 +413,9 @@ void probe_in_child(const std::string& file, const std::string& dataset) {
   using Key = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t, std::string>;
   static std::map<Key, bool> crashed;  // guarded by the library lock
   const Key key{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, dataset};
-  auto damaged = [&] { return Error(file, "damaged HDF5 file (the HDF5 library crashed reading it)"); };
+  auto damaged = [&] {
+    return Error(file, "damaged HDF5 file (the HDF5 library crashed reading it)", ErrorKind::corrupt);
+  };
   if (const auto found = crashed.find(key); found != crashed.end()) {
     if (found->second) throw damaged();
     return;
@@ -623,7 +626,8 @@ class DatasetReader final : public detail::TileReader, public Holder {
       origin_of(c.index, origin);
       std::uint32_t mask = 0;
       if (H5Dread_chunk(dataset_->get(), H5P_DEFAULT, origin.data(), &mask, raw.bytes.data() + c.offset) < 0)
-        throw Error(label_, "cannot read chunk " + chunk_text(c.index) + " (truncated or damaged file)");
+        throw Error(label_, "cannot read chunk " + chunk_text(c.index) + " (truncated or damaged file)",
+                    ErrorKind::corrupt);
     }
     share_cut_chunks(begin, end, raw);
     return owner;
@@ -792,10 +796,12 @@ class DatasetReader final : public detail::TileReader, public Holder {
       }
       if (pipeline_.empty() ? size != bytes : size > std::numeric_limits<std::uint32_t>::max())
         throw Error(label_, "chunk " + chunk_text(index) + " is stored in " + std::to_string(size) +
-                                " bytes, not the " + std::to_string(bytes) + " of an unfiltered chunk (damaged file)");
+                                " bytes, not the " + std::to_string(bytes) + " of an unfiltered chunk (damaged file)",
+                    ErrorKind::corrupt);
       if (address > map_size_ || map_size_ - address < size) {
         if (cut_short()) throw_shrank();
-        throw Error(label_, "chunk " + chunk_text(index) + " lies past the end of the file (truncated file)");
+        throw Error(label_, "chunk " + chunk_text(index) + " lies past the end of the file (truncated file)",
+                    ErrorKind::corrupt);
       }
       where_[index] = {static_cast<std::uint64_t>(address), static_cast<std::uint32_t>(size), mask};
     }
@@ -907,7 +913,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
   // zeros that stand past the new end), or the chunk is damaged.
   [[noreturn]] void throw_chunk_error(std::uint64_t index, const filters::FilterError& e) const {
     if (cut_short()) throw_shrank();  // the flag, or the file's size: another thread's fault may be setting it
-    throw Error(label_, "chunk " + chunk_text(index) + ": " + e.what());
+    throw Error(label_, "chunk " + chunk_text(index) + ": " + e.what(), ErrorKind::corrupt);
   }
   // The words a mapped .npy that shrank fails with (MappedArray::check_intact).
   [[noreturn]] void throw_shrank() const {
@@ -1119,11 +1125,14 @@ class ChunkWriter final : public detail::TileWriter {
   ChunkWriter(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape,
               const Compression& how, const std::string& shown)
       : label_(shown), item_(static_cast<std::size_t>(dtype.itemsize())) {
-    if (shape.empty()) throw UsageError(label_, "a scalar cannot be stored in chunks (drop --chunks/--compression)");
+    if (shape.empty())
+      throw UsageError(label_, "a scalar cannot be stored in chunks (drop chunks/compression)", "chunks/compression");
     total_ = element_count(shape).value_or(0);
     std::int64_t row = 1;
     for (std::size_t k = 1; k < shape.size(); ++k) row *= shape[k];
-    if (total_ == 0 || row == 0) throw UsageError(label_, "an empty array cannot be stored in chunks (drop --chunks/--compression)");
+    if (total_ == 0 || row == 0)
+      throw UsageError(label_, "an empty array cannot be stored in chunks (drop chunks/compression)",
+                       "chunks/compression");
     std::int64_t rows = how.chunk_rows;
     if (rows <= 0) rows = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (row * static_cast<std::int64_t>(item_)));
     rows = std::min(rows, shape[0]);
@@ -1310,7 +1319,12 @@ std::unique_ptr<detail::TileWriter> create_compressed(const std::string& file, c
   return std::make_unique<ChunkWriter>(file, dataset, dtype, shape, how, shown);
 }
 
-void parse_compression(const std::string& text, Compression& into) {
+}  // namespace ooc::hdf5
+
+namespace ooc {
+
+void Compression::parse_codec(const std::string& text) {
+  Compression& into = *this;
   std::vector<std::string> parts;
   for (std::size_t at = 0;;) {
     const std::size_t colon = text.find(':', at);
@@ -1320,7 +1334,7 @@ void parse_compression(const std::string& text, Compression& into) {
   }
   auto level = [&](const std::string& t) {
     if (t.size() != 1 || t[0] < '0' || t[0] > '9')
-      throw UsageError("--compression " + text + ": the level is a digit, 0 to 9");
+      throw UsageError("compression " + text + ": the level is a digit, 0 to 9");
     return t[0] - '0';
   };
   into.codec = parts[0];
@@ -1329,13 +1343,17 @@ void parse_compression(const std::string& text, Compression& into) {
   } else if (parts[0] == "lz4" && parts.size() == 1) {
   } else if (parts[0] == "blosc" && parts.size() <= 3) {
     if (parts.size() >= 2) into.blosc_codec = parts[1];
-    if (filters::blosc_codec_number(into.blosc_codec.c_str()) < 0)
-      throw UsageError("--compression " + text + ": blosc's codecs are blosclz, lz4, lz4hc, zlib, zstd");
+    if (hdf5::filters::blosc_codec_number(into.blosc_codec.c_str()) < 0)
+      throw UsageError("compression " + text + ": blosc's codecs are blosclz, lz4, lz4hc, zlib, zstd");
     if (parts.size() == 3) into.level = level(parts[2]);
   } else {
-    throw UsageError("--compression " + text + ": give gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+    throw UsageError("compression " + text + ": give gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
   }
 }
+
+}  // namespace ooc
+
+namespace ooc::hdf5 {
 
 std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset) {
   return std::make_unique<DatasetReader>(file, dataset);

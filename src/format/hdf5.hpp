@@ -4,9 +4,12 @@
 // file holds. The library runs one call at a time (Debian builds it thread-safe, with one
 // global lock): every call here holds one process-wide lock of ours too.
 
+#include "format/layer.hpp"
+
+#include "ooc/compression.hpp"
 #include "ooc/dtype.hpp"
 #include "ooc/shape.hpp"
-#include "tile_reader.hpp"
+#include "os/tile_reader.hpp"
 
 #include <memory>
 #include <cstdint>
@@ -60,15 +63,7 @@ DatasetInfo describe(const std::string& file, const std::string& dataset);
 std::unique_ptr<detail::TileReader> open_reader(const std::string& file, const std::string& dataset);
 
 /// How a chunked, compressed output is made (oocrun -o f.h5:/x --chunks N --compression C --shuffle).
-struct Compression {
-  std::int64_t chunk_rows = 0;       // along the first axis (the others are whole); 0: about 1 MiB a chunk
-  std::string codec;                 // "gzip", "lz4", "blosc", or "" (no compressor: shuffle alone, or plain chunks)
-  int level = -1;                    // gzip 0-9 (default 4, as h5py), blosc 0-9 (default 5)
-  std::string blosc_codec = "lz4";   // blosclz, lz4, lz4hc, zlib, zstd
-  bool shuffle = false;              // HDF5's shuffle filter (blosc: its own shuffle)
-};
-/// Parses "gzip[:LEVEL]", "lz4", "blosc[:CODEC[:LEVEL]]" into `into`; throws UsageError.
-void parse_compression(const std::string& text, Compression& into);
+using Compression = ooc::Compression;
 
 /// Creates `dataset` in `file` (created if absent) chunked and compressed as `how` says,
 /// and returns the writer of its chunks: encoded on the kernel threads, written in order

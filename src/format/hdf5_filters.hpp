@@ -6,6 +6,8 @@
 // alone or with its lz4 or zstd; decoded only: no Debian plugin writes it). Nothing here
 // calls HDF5; every function is safe on any input (a corrupt chunk is a FilterError).
 
+#include "format/layer.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <span>

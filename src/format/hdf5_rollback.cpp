@@ -329,7 +329,7 @@ std::shared_ptr<Rollback> Rollback::begin(const std::string& file) {
   recover_if_interrupted(file);
   os::UniqueFd target = os::open_existing(file, true);
   struct stat st {};
-  if (::fstat(target.get(), &st) != 0) throw Error(file, "cannot stat: " + os::errno_text(errno));
+  if (::fstat(target.get(), &st) != 0) throw Error(file, "cannot stat: " + os::errno_text(errno), kind_of_errno(errno));
   const std::string journal = rollback_journal_path(file);
   // Built under a temporary name, locked and synced, then renamed into place (never over another): whoever finds
   // FILE.ooc-rollback unlocked finds a whole header.
@@ -342,18 +342,18 @@ std::shared_ptr<Rollback> Rollback::begin(const std::string& file) {
     }
   } remove_temp{temp};
   if (::flock(log.get(), LOCK_EX | LOCK_NB) != 0)
-    throw Error(file, "cannot lock its rollback journal: " + os::errno_text(errno));
+    throw Error(file, "cannot lock its rollback journal: " + os::errno_text(errno), kind_of_errno(errno));
   const std::vector<unsigned char> header = encode_header(
       {static_cast<std::uint64_t>(st.st_size), static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)});
   if (!write_all(log.get(), header.data(), header.size(), 0) || ::fdatasync(log.get()) != 0)
     throw Error(file, "cannot write its rollback journal " + journal + ": " + os::errno_text(errno) +
-                          "; nothing was written");
+                          "; nothing was written", kind_of_errno(errno));
   if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, journal.c_str(), RENAME_NOREPLACE) != 0 &&
       (errno != EINVAL || ::link(temp.c_str(), journal.c_str()) != 0)) {
     if (errno == EEXIST)
       throw Error(file, "another ooc run is writing into it (" + journal + " is held); nothing was written");
     throw Error(file, "cannot create its rollback journal " + journal + ": " + os::errno_text(errno) +
-                          "; nothing was written");
+                          "; nothing was written", kind_of_errno(errno));
   }
   if (std::filesystem::exists(temp)) ::unlink(temp.c_str());  // linked, where renameat2 is not supported
   remove_temp.path.clear();
@@ -361,7 +361,7 @@ std::shared_ptr<Rollback> Rollback::begin(const std::string& file) {
     os::sync_directory(parent_of(file));
   } catch (const Error& e) {
     ::unlink(journal.c_str());
-    throw Error(file, "cannot sync its directory before writing (" + e.problem() + "); nothing was written");
+    throw Error(file, "cannot sync its directory before writing (" + e.problem() + "); nothing was written", e.kind());
   }
   auto transaction = std::make_shared<Rollback>(file, journal, -1, -1, static_cast<std::uint64_t>(st.st_size),
                                                 static_cast<std::uint64_t>(st.st_dev),
@@ -406,7 +406,7 @@ void Rollback::protect(std::uint64_t offset, std::uint64_t size) {
     const std::size_t head = entries.size();
     entries.resize(head + kEntryHead + length);
     if (read_all(file_fd_, &entries[head + kEntryHead], length, at) != static_cast<ssize_t>(length))
-      throw Error(file_, "cannot read its bytes to save them: " + os::errno_text(errno));
+      throw Error(file_, "cannot read its bytes to save them: " + os::errno_text(errno), kind_of_errno(errno));
     put64(&entries[head], at);
     put64(&entries[head + 8], length);
     put64(&entries[head + 16], fnv1a(&entries[head + kEntryHead], length, fnv1a(&entries[head], 16)));
@@ -414,7 +414,7 @@ void Rollback::protect(std::uint64_t offset, std::uint64_t size) {
   }
   if (entries.empty()) return;
   if (!write_all(journal_fd_, entries.data(), entries.size(), journal_end_) || ::fdatasync(journal_fd_) != 0)
-    throw Error(file_, "cannot save its bytes in " + journal_ + ": " + os::errno_text(errno));
+    throw Error(file_, "cannot save its bytes in " + journal_ + ": " + os::errno_text(errno), kind_of_errno(errno));
   journal_end_ += entries.size();
   saved_pages_.insert(pages.begin(), pages.end());
 }
@@ -423,7 +423,7 @@ void Rollback::restore_locked() {
   const int err = restore(journal_fd_, file_fd_, start_size_);
   if (err != 0)
     throw Error(file_, "cannot put back its original bytes (" + os::errno_text(err) + "); " + journal_ +
-                           " keeps them, and the next oocrun command on the file puts them back");
+                           " keeps them, and the next oocrun command on the file puts them back", kind_of_errno(err));
   ::unlink(journal_.c_str());
   try {
     os::sync_directory(parent_of(file_));
@@ -480,7 +480,7 @@ void recover_if_interrupted(const std::string& file) {
     if (errno == ENOENT) return;
     throw Error(file, "an interrupted ooc write left " + journal +
                           ", which must be rolled back before the file is used, and it cannot be opened: " +
-                          os::errno_text(errno));
+                          os::errno_text(errno), kind_of_errno(errno));
   }
   os::UniqueFd log_owner(log);
   if (::flock(log, LOCK_EX | LOCK_NB) != 0) return;  // a run is writing into the file now
@@ -490,17 +490,17 @@ void recover_if_interrupted(const std::string& file) {
   const int target = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
   if (target < 0)
     throw Error(file, "an interrupted ooc write left " + journal +
-                          ", and rolling it back needs the file open for writing: " + os::errno_text(errno));
+                          ", and rolling it back needs the file open for writing: " + os::errno_text(errno), kind_of_errno(errno));
   os::UniqueFd target_owner(target);
   struct stat fs {};
-  if (::fstat(target, &fs) != 0) throw Error(file, "cannot stat: " + os::errno_text(errno));
+  if (::fstat(target, &fs) != 0) throw Error(file, "cannot stat: " + os::errno_text(errno), kind_of_errno(errno));
   if (!header) {  // never linked without a whole header: a damaged journal
     throw Error(file, journal + " is damaged: the file may hold a half-written dataset; remove it to use the file as is");
   }
   if (header->device != static_cast<std::uint64_t>(fs.st_dev) || header->inode != static_cast<std::uint64_t>(fs.st_ino))
     throw Error(file, journal + " belongs to another file of this name (it was replaced); remove it to use the file");
   if (const int err = restore(log, target, header->size); err != 0)
-    throw Error(file, "cannot roll back the interrupted ooc write that " + journal + " records: " + os::errno_text(err));
+    throw Error(file, "cannot roll back the interrupted ooc write that " + journal + " records: " + os::errno_text(err), kind_of_errno(err));
   ::unlink(journal.c_str());
   os::sync_directory(parent_of(file));
 }

@@ -4,6 +4,8 @@
 // of ooc goes through, which saves the original bytes of any range below the file's size
 // at the start into that journal, durably, before the library overwrites them.
 
+#include "format/layer.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <mutex>

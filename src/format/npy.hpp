@@ -3,6 +3,8 @@
 // Nothing here is ever evaluated or unpickled: the header must be exactly the dict
 // numpy writes, {'descr': ..., 'fortran_order': ..., 'shape': (...)}.
 
+#include "format/layer.hpp"
+
 #include "ooc/dtype.hpp"
 #include "ooc/shape.hpp"
 

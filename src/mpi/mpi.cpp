@@ -1,6 +1,6 @@
 #include "ooc/mpi.hpp"
 
-#include "mapped_array_access.hpp"
+#include "core/mapped_array_access.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -14,35 +14,30 @@ namespace {
 constexpr int kChainTag = 0x00c;  // rank r -> r + 1: the running state of a reduction
 
 // How an error travels to the ranks that did not see it.
-enum class ErrorKind : std::int32_t { error, usage, cancelled };
-
 struct ErrorText {
-  ErrorKind kind = ErrorKind::error;
+  ErrorKind kind = ErrorKind::other;
   std::string path;
   std::string problem;
+  std::string option;
 };
 
 ErrorText describe(std::exception_ptr failure) {
   try {
     std::rethrow_exception(failure);
-  } catch (const Cancelled& e) {
-    return {ErrorKind::cancelled, e.path(), e.problem()};
-  } catch (const UsageError& e) {
-    return {ErrorKind::usage, e.path(), e.problem()};
-  } catch (const Error& e) {
-    return {ErrorKind::error, e.path(), e.problem()};
+  } catch (const Error& e) {  // a UsageError's kind is usage, a Cancelled's cancelled
+    return {e.kind(), e.path(), e.problem(), e.option()};
   } catch (const std::exception& e) {
-    return {ErrorKind::error, "", e.what()};
+    return {ErrorKind::other, "", e.what()};
   } catch (...) {
-    return {ErrorKind::error, "", "unknown error"};
+    return {ErrorKind::other, "", "unknown error"};
   }
 }
 
 [[noreturn]] void throw_described(const ErrorText& error) {
   switch (error.kind) {
     case ErrorKind::cancelled: throw Cancelled(error.path, error.problem);
-    case ErrorKind::usage: throw UsageError(error.path, error.problem);
-    default: throw Error(error.path, error.problem);
+    case ErrorKind::usage: throw UsageError(error.path, error.problem, error.option);
+    default: throw Error(error.path, error.problem, error.kind, error.option);
   }
 }
 
@@ -124,6 +119,7 @@ void Communicator::agree(std::exception_ptr failure) const {
   error.kind = static_cast<ErrorKind>(kind);
   error.path = broadcast(std::move(error.path), first);
   error.problem = broadcast(std::move(error.problem), first);
+  error.option = broadcast(std::move(error.option), first);
   if (rank_ == first) std::rethrow_exception(failure);
   throw_described(error);
 }

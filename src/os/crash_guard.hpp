@@ -15,6 +15,8 @@
 // A process that must not exit (the Python module) uses a probe in a child process
 // instead (hdf5::set_probe_in_child).
 
+#include "os/layer.hpp"
+
 #include <string_view>
 
 namespace ooc::os {

@@ -39,7 +39,7 @@ const std::byte* DirectReader::read(std::int64_t begin, std::int64_t end, detail
     const ssize_t n = ::pread(fd_.get(), buffer.data() + done, to - from - done, static_cast<off_t>(from + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(path_, "read failed: " + errno_text(errno));
+      throw Error(path_, "read failed: " + errno_text(errno), kind_of_errno(errno));
     }
     if (n == 0) throw Error(path_, "file shrank while being read");
     done += static_cast<std::uint64_t>(n);

@@ -3,8 +3,10 @@
 // of cold files larger than memory, and writes of new outputs (a fresh page-cache page
 // costs more on these machines than the disk write itself).
 
+#include "os/layer.hpp"
+
 #include "os/file.hpp"
-#include "tile_reader.hpp"
+#include "os/tile_reader.hpp"
 
 #include <condition_variable>
 #include <cstdint>

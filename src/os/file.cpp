@@ -36,10 +36,10 @@ std::string errno_text(int err) {
 UniqueFd open_existing(const std::string& path, bool writable) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
   const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(path, errno_text(errno));
+  if (fd < 0) throw Error(path, errno_text(errno), kind_of_errno(errno));
   UniqueFd owner(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
+  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno), kind_of_errno(errno));
   if (S_ISDIR(st.st_mode)) throw Error(path, "is a directory");
   if (!S_ISREG(st.st_mode)) throw Error(path, "not a regular file");
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -48,7 +48,7 @@ UniqueFd open_existing(const std::string& path, bool writable) {
 
 std::uint64_t file_size(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
+  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno), kind_of_errno(errno));
   return static_cast<std::uint64_t>(st.st_size);
 }
 
@@ -59,7 +59,7 @@ std::size_t read_at(int fd, void* buffer, std::size_t size, std::uint64_t offset
                               static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(path, "read failed: " + errno_text(errno));
+      throw Error(path, "read failed: " + errno_text(errno), kind_of_errno(errno));
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
@@ -74,7 +74,7 @@ void write_at(int fd, const void* buffer, std::size_t size, std::uint64_t offset
                                static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(path, "write failed: " + errno_text(errno));
+      throw Error(path, "write failed: " + errno_text(errno), kind_of_errno(errno));
     }
     done += static_cast<std::size_t>(n);
   }
@@ -132,7 +132,7 @@ UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesy
     }
     if (errno != EEXIST) {
       const int err = errno;
-      throw Error(final_path.string(), "cannot create output: " + errno_text(err));
+      throw Error(final_path.string(), "cannot create output: " + errno_text(err), kind_of_errno(err));
     }
   }
   throw Error(final_path.string(), "cannot create output: no free temporary name");
@@ -143,7 +143,7 @@ void preallocate(int fd, std::uint64_t size, const std::string& path) { prealloc
 void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const std::string& path) {
   if (size == 0) return;
   auto no_space = [&](const std::string& free_text) {
-    return Error(path, "not enough disk space: needs " + size_text(size) + free_text);
+    return Error(path, "not enough disk space: needs " + size_text(size) + free_text, ErrorKind::no_space);
   };
   // Refused before posix_fallocate when the free space cannot hold it: a failing
   // posix_fallocate first fills the disk (ext4 keeps the blocks until the file is
@@ -168,19 +168,19 @@ void preallocate_range(int fd, std::uint64_t offset, std::uint64_t size, const s
       free_text = ", " + size_text(static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize) + " free";
     throw no_space(free_text);
   }
-  throw Error(path, "cannot reserve " + size_text(size) + ": " + errno_text(err));
+  throw Error(path, "cannot reserve " + size_text(size) + ": " + errno_text(err), kind_of_errno(err));
 }
 
 void sync_file(int fd, const std::string& path) {
-  if (::fsync(fd) != 0) throw Error(path, "fsync failed: " + errno_text(errno));
+  if (::fsync(fd) != 0) throw Error(path, "fsync failed: " + errno_text(errno), kind_of_errno(errno));
 }
 
 void sync_directory(const std::filesystem::path& directory) {
   const std::filesystem::path dir = directory.empty() ? "." : directory;
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw Error(dir.string(), "cannot open directory: " + errno_text(errno));
+  if (fd < 0) throw Error(dir.string(), "cannot open directory: " + errno_text(errno), kind_of_errno(errno));
   UniqueFd owner(fd);
-  if (::fsync(fd) != 0 && errno != EINVAL) throw Error(dir.string(), "fsync failed: " + errno_text(errno));
+  if (::fsync(fd) != 0 && errno != EINVAL) throw Error(dir.string(), "fsync failed: " + errno_text(errno), kind_of_errno(errno));
 }
 
 namespace {
@@ -217,7 +217,7 @@ void sync_directory_of(const std::filesystem::path& file, const std::string& sho
 void publish_file(const std::filesystem::path& temp, const std::filesystem::path& final_path, const std::string& shown) {
   struct stat ours {};
   if (::stat(temp.c_str(), &ours) != 0)
-    throw Error(shown, "cannot move the finished output into place: " + temp.string() + ": " + errno_text(errno));
+    throw Error(shown, "cannot move the finished output into place: " + temp.string() + ": " + errno_text(errno), kind_of_errno(errno));
   // The file the output replaces, linked to a hidden name (the temporaries' pattern) until
   // the new entry is durable, so that a failed sync can put it back.
   struct stat old {};
@@ -244,7 +244,7 @@ void publish_file(const std::filesystem::path& temp, const std::filesystem::path
   if (::rename(temp.c_str(), final_path.c_str()) != 0) {
     const int err = errno;
     drop_backup();
-    throw Error(shown, "cannot move the finished output into place: " + errno_text(err));
+    throw Error(shown, "cannot move the finished output into place: " + errno_text(err), kind_of_errno(err));
   }
   const std::string why = try_sync_directory_of(final_path);
   if (why.empty()) {
@@ -279,7 +279,7 @@ void publish_file(const std::filesystem::path& temp, const std::filesystem::path
 
 void rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
-    throw Error(to.string(), "cannot move the finished output into place: " + errno_text(errno));
+    throw Error(to.string(), "cannot move the finished output into place: " + errno_text(errno), kind_of_errno(errno));
 }
 
 void start_writeback(int fd, std::uint64_t offset, std::uint64_t size) {
@@ -287,12 +287,12 @@ void start_writeback(int fd, std::uint64_t offset, std::uint64_t size) {
 }
 
 void sync_data(int fd, const std::string& path) {
-  if (::fdatasync(fd) != 0) throw Error(path, "fdatasync failed: " + errno_text(errno));
+  if (::fdatasync(fd) != 0) throw Error(path, "fdatasync failed: " + errno_text(errno), kind_of_errno(errno));
 }
 
 void remove_file(const std::filesystem::path& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    throw Error(path.string(), "cannot remove: " + errno_text(errno));
+    throw Error(path.string(), "cannot remove: " + errno_text(errno), kind_of_errno(errno));
 }
 
 bool try_lock(int fd, bool exclusive, const std::string& path) {
@@ -306,14 +306,14 @@ bool try_lock(int fd, bool exclusive, const std::string& path) {
   while (::fcntl(fd, F_OFD_SETLK, &whole) != 0) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EACCES) return false;
-    throw Error(path, "cannot lock: " + errno_text(errno));
+    throw Error(path, "cannot lock: " + errno_text(errno), kind_of_errno(errno));
   }
   return true;
 }
 
 FileId file_id(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno));
+  if (::fstat(fd, &st) != 0) throw Error(path, errno_text(errno), kind_of_errno(errno));
   return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
 }
 

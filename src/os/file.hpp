@@ -2,6 +2,8 @@
 // File descriptors and the POSIX calls on them: the only place in ooc that opens,
 // syncs or renames files. Every failure becomes an ooc::Error naming the file.
 
+#include "os/layer.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <string>

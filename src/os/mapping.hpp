@@ -1,6 +1,8 @@
 #pragma once
 // A byte range of an open file mapped into memory: the only place in ooc that maps files.
 
+#include "os/layer.hpp"
+
 #include "os/memory.hpp"
 #include "os/shrink_watch.hpp"
 

@@ -102,7 +102,7 @@ void sync_range(const void* address, std::size_t size, const std::string& path) 
   const std::uintptr_t first = begin / page * page;
   const std::uintptr_t last = (begin + size + page - 1) / page * page;
   if (::msync(reinterpret_cast<void*>(first), last - first, MS_SYNC) != 0)
-    throw Error(path, "flushing the mapped data failed: " + errno_text(errno));
+    throw Error(path, "flushing the mapped data failed: " + errno_text(errno), kind_of_errno(errno));
 }
 
 }  // namespace ooc::os

@@ -1,6 +1,8 @@
 #pragma once
 // Advice to the kernel about mapped pages: the only place in ooc that calls madvise.
 
+#include "os/layer.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>

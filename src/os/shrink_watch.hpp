@@ -8,6 +8,8 @@
 // marks the watch, and returns, so the faulting kernel finishes its tile reading zeros.
 // The pipeline checks shrank() before it commits anything, and fails the run.
 
+#include "os/layer.hpp"
+
 #include <cstddef>
 
 namespace ooc::os {

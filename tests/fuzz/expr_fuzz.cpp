@@ -1,5 +1,5 @@
 // libFuzzer target for oocrun eval's expression parser and type checker
-// (kernels/expr.cpp): any text, with names bound to small arrays, either compiles and
+// (kernels/expr/): any text, with names bound to small arrays, either compiles and
 // evaluates or throws ooc::Error; nothing else (a crash, a sanitizer report, another
 // exception) is acceptable. Seed corpus in expr/.
 

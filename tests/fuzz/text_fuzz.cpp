@@ -7,7 +7,7 @@
 // then find the delimiter where the parser stopped) agrees with the plain one.
 // Seed corpus in text/.
 
-#include "text/parse.hpp"
+#include "format/text_parse.hpp"
 
 #include <cmath>
 #include <cstdint>

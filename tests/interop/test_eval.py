@@ -68,7 +68,8 @@ EXPRESSIONS = [
     # an expression that starts like a long option is still the expression
     "--i", "--(a / 2)", "--1", "-a * 2",
 ]
-# Outermost reductions of expressions; var, std and norm within rounding (DESIGN.md).
+# Outermost reductions of expressions; var, std and norm within rounding
+# (docs/decisions/2026-11-29-var-std-one-pass.md, docs/decisions/2026-11-30-norm.md).
 REDUCED = [
     "sum(a*b)", "sum(c*c)", "sum(a*c)", "mean(i)", "min(a-c)", "max(c)", "argmax(c*2)", "argmin(z)", "var(c)",
     "std(c - 1)", "count_nonzero(q)", "any(i > 100)", "all(i > -200)", "nansum(a)", "nanmean(a*2)", "nanmin(a)",

@@ -1,10 +1,21 @@
-"""`cmake --install` gives a package a project outside the tree can build against.
+"""The library builds and installs alone, and a project outside the tree builds against it.
 
-Installs the build tree (OOC_BUILD_DIR) into a temporary prefix, configures and builds
-tests/consumer (find_package(ooc) + target_link_libraries(app ooc::ooc)) against that
-prefix alone, runs the consumer on numpy-written files and checks that its sums are
-numpy's, and checks that the installed oocrun runs. Needs OOC_BUILD_DIR (set by ctest),
-cmake and numpy; everything is written under one temporary directory.
+Configures a second tree of the library only, as the README's "Build and install with
+CMake" shows it: -DOOC_BUILD_CLI=OFF -DOOC_BUILD_PYTHON=OFF -DOOC_BUILD_TESTS=OFF, with
+CLI11, pybind11, Python and doctest made unfindable (CMAKE_DISABLE_FIND_PACKAGE_<name>),
+so that it needs only Boost, TBB, Eigen, HDF5 and the chunk codecs. It builds that tree,
+installs it into a temporary prefix, configures and builds tests/consumer
+(find_package(ooc) + target_link_libraries(app ooc::ooc)) against that prefix alone,
+runs the consumer on numpy-written files and checks that its sums are numpy's. Also
+checks that a library-only tree with the tests on configures, and that the full tree
+(OOC_BUILD_DIR) installs a working oocrun.
+
+The library-only tree is LIBRARY_BUILD below OOC_BUILD_DIR, kept between runs so that a
+rerun rebuilds only what changed; it is compiled at -O0 (the consumer's checks are of
+packaging, linking and the templates compiled in the consumer, not of the library's
+speed), about 3 CPU-minutes. Examples and bench are off there: they add compile time and
+no dependency. Needs OOC_BUILD_DIR (set by ctest), cmake and numpy; the rest is written
+under one temporary directory.
 """
 
 import json
@@ -19,6 +30,10 @@ import numpy as np
 
 BUILD_DIR = os.environ.get("OOC_BUILD_DIR")
 SOURCE_DIR = Path(os.environ.get("OOC_SOURCE_DIR") or Path(__file__).resolve().parents[2])
+LIBRARY_BUILD = Path(BUILD_DIR or ".") / "tests" / "library-only"
+# The README's library-only configuration, with what it must not need made unfindable.
+LIBRARY_ONLY = ["-DOOC_BUILD_CLI=OFF", "-DOOC_BUILD_PYTHON=OFF", "-DOOC_BUILD_TESTS=OFF"]
+WITHOUT = ["CLI11", "pybind11", "Python", "doctest"]
 
 
 def run(*args, **kwargs):
@@ -51,15 +66,46 @@ class InstalledPackageTest(unittest.TestCase):
             cls._tmp.cleanup()
             raise
 
+    @staticmethod
+    def configure_args(source, build, *options):
+        """cmake's configure command for `build`, with the compilers of the full tree (the
+        library's ABI is the one its compiler gave it)."""
+        args = ["cmake", "-S", source, "-B", build, *options]
+        for name in ["CMAKE_CXX_COMPILER", "CMAKE_C_COMPILER"]:
+            value = cache_value(BUILD_DIR, name)
+            if value:
+                args.append(f"-D{name}={value}")
+        return args
+
+    @classmethod
+    def library_only_options(cls):
+        """The README's library-only options, nothing else findable, and the full tree's
+        MPI choice (the mpi component test follows it)."""
+        options = [*LIBRARY_ONLY, *(f"-DCMAKE_DISABLE_FIND_PACKAGE_{name}=ON" for name in WITHOUT),
+                   "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"]
+        mpi = cache_value(BUILD_DIR, "OOC_WITH_MPI")
+        if mpi:
+            options.append(f"-DOOC_WITH_MPI={mpi}")
+        return options
+
     @classmethod
     def setup_in(cls, tmp):
         cls.tmp = tmp
         cls.prefix = tmp / "prefix"
         cls.consumer_build = tmp / "consumer-build"
 
-        cls.install = run("cmake", "--install", BUILD_DIR, "--prefix", cls.prefix)
+        configure = cls.configure_args(SOURCE_DIR, LIBRARY_BUILD, *cls.library_only_options(),
+                                       "-DOOC_BUILD_EXAMPLES=OFF", "-DOOC_BUILD_BENCH=OFF",
+                                       "-DCMAKE_BUILD_TYPE=None", "-DCMAKE_CXX_FLAGS=-O0")
+        cls.library_configure = run(*configure)
+        if cls.library_configure.returncode != 0:
+            raise AssertionError(f"configuring the library alone failed:\n{excerpt(cls.library_configure)}")
+        cls.library_build = run("cmake", "--build", LIBRARY_BUILD, "-j", "2")
+        if cls.library_build.returncode != 0:
+            raise AssertionError(f"building the library alone failed:\n{excerpt(cls.library_build)}")
+        cls.install = run("cmake", "--install", LIBRARY_BUILD, "--prefix", cls.prefix)
         if cls.install.returncode != 0:
-            raise AssertionError(f"cmake --install failed:\n{excerpt(cls.install)}")
+            raise AssertionError(f"cmake --install of the library alone failed:\n{excerpt(cls.install)}")
 
         configure = ["cmake", "-S", SOURCE_DIR / "tests" / "consumer", "-B", cls.consumer_build,
                      f"-DCMAKE_PREFIX_PATH={cls.prefix}", "-DCMAKE_BUILD_TYPE=Release",
@@ -98,6 +144,28 @@ class InstalledPackageTest(unittest.TestCase):
         self.assertTrue(Path(ooc_dir).resolve().is_relative_to(self.prefix.resolve()), ooc_dir)
         for header in ["ooc/ooc.hpp", "ooc/kernel.hpp", "ooc/kernels/reductions.hpp", "ooc/kernels/elementwise.hpp"]:
             self.assertTrue((self.prefix / "include" / header).is_file(), header)
+
+    def test_the_library_alone_needs_and_installs_no_program(self):
+        for option in ["OOC_BUILD_CLI", "OOC_BUILD_PYTHON", "OOC_BUILD_TESTS"]:
+            self.assertEqual(cache_value(LIBRARY_BUILD, option), "OFF", option)
+        for package in WITHOUT:  # never looked for: a REQUIRED search would have failed
+            self.assertIn(cache_value(LIBRARY_BUILD, f"{package}_DIR") or "NOTFOUND", ["NOTFOUND", f"{package}_DIR-NOTFOUND"])
+        self.assertFalse((self.prefix / "bin").exists(), list((self.prefix / "bin").glob("*")))
+        self.assertEqual(list(self.prefix.rglob("_ooc*")), [])  # no Python module
+        self.assertTrue((self.prefix / "lib" / "cmake" / "ooc" / "oocConfig.cmake").is_file())
+
+    def test_the_tests_configure_without_cli_and_python(self):
+        # OOC_BUILD_TESTS on, CLI and Python off: the library's tests are registered, the
+        # ones that run oocrun or import ooc are not (nothing is built here).
+        build = self.tmp / "tests-without-cli"
+        configure = run(*self.configure_args(SOURCE_DIR, build, *self.library_only_options(),
+                                             "-DOOC_BUILD_TESTS=ON", "-DCMAKE_DISABLE_FIND_PACKAGE_doctest=OFF"))
+        self.assertEqual(configure.returncode, 0, excerpt(configure))
+        listed = run("ctest", "-N", cwd=build)
+        self.assertEqual(listed.returncode, 0, excerpt(listed))
+        tests = set(re.findall(r"Test\s+#\d+: (\S+)", listed.stdout))
+        self.assertTrue({"dtype_test", "pipeline_test", "doc_snippets", "install_consumer"} <= tests, tests)
+        self.assertFalse({"cli_errors", "cli_options_test", "python", "bench_smoke"} & tests, tests)
 
     def test_the_consumer_compiles_against_installed_headers_not_the_source_tree(self):
         commands = json.loads((self.consumer_build / "compile_commands.json").read_text())
@@ -160,8 +228,13 @@ class InstalledPackageTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(json.loads(result.stdout), float(a.sum()))
 
-    def test_the_installed_oocrun_runs_info(self):
-        oocrun = self.prefix / "bin" / "oocrun"
+    def test_the_full_tree_installs_a_working_oocrun(self):
+        if cache_value(BUILD_DIR, "OOC_BUILD_CLI") == "OFF":
+            self.skipTest("ooc was built without the CLI")
+        prefix = self.tmp / "full-prefix"
+        install = run("cmake", "--install", BUILD_DIR, "--prefix", prefix)
+        self.assertEqual(install.returncode, 0, excerpt(install))
+        oocrun = prefix / "bin" / "oocrun"
         self.assertTrue(oocrun.is_file(), f"{oocrun} was not installed")
         self.assertTrue(os.access(oocrun, os.X_OK))
         path = self.save("info", np.asfortranarray(np.zeros((4, 6), dtype=">i2")))

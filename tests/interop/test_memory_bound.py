@@ -16,10 +16,10 @@ resident set (ru_maxrss) must stay far below the file size; so are reductions of
 sliced, reversed and index-list selections.
 
 The cgroup part needs root and a writable cgroup v1 memory hierarchy at
-/sys/fs/cgroup/memory; it is skipped otherwise.  Run as
+/sys/fs/cgroup/memory (memory_cgroup.py, the harness the bench shares); it is skipped
+otherwise.  Run as
 ``OOCRUN=build/oocrun python3 test_memory_bound.py -v``.
 """
-import errno
 import json
 import os
 import shutil
@@ -31,6 +31,8 @@ import unittest
 
 import numpy as np
 
+from memory_cgroup import MemoryGroup, Unavailable, drop_from_page_cache, group_base
+
 MiB = 1 << 20
 LIMIT = 96 * MiB
 FILE_BYTES = 8 * LIMIT            # 768 MiB of float64
@@ -38,7 +40,6 @@ ELEMENTS = FILE_BYTES // 8
 CHUNK = 2 * MiB                   # elements per chunk when writing / checking (16 MiB)
 TILE = "8M"
 RUN_TIMEOUT = 90                  # seconds per oocrun run; they take a few
-CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 # Without a cgroup: ooc must keep its own resident set far below the file (measured on
 # 2 threads: ~40 MiB for reduce, ~75 MiB for apply).
 UNCONSTRAINED_RSS_BOUND = 256 * MiB
@@ -57,49 +58,6 @@ def values(begin, end):
     """The test data: inexact decimals, so that the order of summation matters."""
     idx = np.arange(begin, end, dtype=np.int64)
     return (idx % 1021) * 0.37 + (idx % 7) * 1e-3
-
-
-def evict_from_page_cache(path):
-    """Write back and drop the file's pages, so the next reader is charged for them."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    try:  # the heavier hammer the brief asks for; harmless if refused
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
-    except OSError:
-        pass
-
-
-def read_stat(group):
-    stat = {}
-    try:
-        with open(os.path.join(group, "memory.stat")) as f:
-            for line in f:
-                key, value = line.split()
-                stat[key] = int(value)
-    except (OSError, ValueError):
-        pass
-    return stat
-
-
-def read_int(group, name):
-    with open(os.path.join(group, name)) as f:
-        return int(f.read().split()[0])
-
-
-def oom_kills(group):
-    try:
-        with open(os.path.join(group, "memory.oom_control")) as f:
-            for line in f:
-                if line.startswith("oom_kill "):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 # A small launcher between the test and oocrun.  It exists to measure oocrun's own peak
@@ -126,18 +84,20 @@ with open(report, "w") as f:
 
 
 def run_measured(args, group=None, timeout=RUN_TIMEOUT):
-    """Run oocrun (inside `group` when given); return (status, stdout, stderr, maxrss, peaks)."""
+    """Run oocrun (inside the MemoryGroup `group` when given); return
+    (status, stdout, stderr, maxrss, peaks)."""
     with tempfile.TemporaryDirectory() as scratch:
         report = os.path.join(scratch, "report")
         out = open(os.path.join(scratch, "out"), "w+b")
         err = open(os.path.join(scratch, "err"), "w+b")
-        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, group or "", report, find_oocrun(), *args],
+        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, group.path if group else "", report,
+                              find_oocrun(), *args],
                              stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
         peaks = {}
         deadline = time.monotonic() + timeout
         while p.poll() is None:
             if group:
-                stat = read_stat(group)
+                stat = group.stat()
                 for key in ("rss", "mapped_file", "cache", "dirty", "writeback"):
                     if key in stat:
                         peaks[key] = max(peaks.get(key, 0), stat[key])
@@ -206,83 +166,25 @@ def mib(n):
 class MemoryBoundTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.cgroup_base = cls.find_cgroup_base()
+        try:
+            group_base()
+        except Unavailable as e:
+            raise unittest.SkipTest(str(e))
         cls.big = BIG
         cls.expected_sum = np.load(cls.big.path, mmap_mode="r").sum()  # outside any cgroup
 
-    @staticmethod
-    def find_cgroup_base():
-        if not os.path.isfile(os.path.join(CGROUP_V1_MEMORY, "memory.limit_in_bytes")):
-            raise unittest.SkipTest(f"no cgroup v1 memory hierarchy at {CGROUP_V1_MEMORY} "
-                                    "(cgroup v2 only, or not mounted)")
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("creating a memory cgroup needs root")
-        # Nest under our own memory cgroup where we can, so the run stays inside whatever
-        # limits the caller set; else directly under the hierarchy's root.
-        candidates = []
-        try:
-            with open("/proc/self/cgroup") as f:
-                for line in f:
-                    _, controllers, path = line.rstrip("\n").split(":", 2)
-                    if "memory" in controllers.split(","):
-                        candidates.append(os.path.normpath(CGROUP_V1_MEMORY + path))
-        except OSError:
-            pass
-        candidates.append(CGROUP_V1_MEMORY)
-        for base in candidates:
-            probe = os.path.join(base, f"ooc-test-probe-{os.getpid()}")
-            try:
-                os.mkdir(probe)
-            except OSError:
-                continue
-            os.rmdir(probe)
-            return base
-        raise unittest.SkipTest(f"{CGROUP_V1_MEMORY} is not writable here (read-only cgroup mount, "
-                                "or no permission to create a memory cgroup)")
-
     def make_group(self):
-        group = os.path.join(self.cgroup_base, f"ooc-test-{os.getpid()}-{self.id().rsplit('.', 1)[-1]}")
-        os.mkdir(group)
-        self.addCleanup(self.remove_group, group)
-        with open(os.path.join(group, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(LIMIT))
-        memsw = os.path.join(group, "memory.memsw.limit_in_bytes")
-        if os.path.exists(memsw):  # no swapping our way out of the limit either
-            with open(memsw, "w") as f:
-                f.write(str(LIMIT))
-        self.assertEqual(read_int(group, "memory.limit_in_bytes"), LIMIT)
+        group = MemoryGroup(LIMIT, f"ooc-test-{self.id().rsplit('.', 1)[-1]}")
+        self.addCleanup(group.remove)
         return group
 
-    def remove_group(self, group):
-        parent_procs = os.path.join(os.path.dirname(group), "cgroup.procs")
-        for _ in range(100):
-            try:
-                with open(os.path.join(group, "cgroup.procs")) as f:
-                    pids = f.read().split()
-            except FileNotFoundError:
-                return
-            for pid in pids:  # only processes this test put there; move them out
-                try:
-                    with open(parent_procs, "w") as f:
-                        f.write(pid)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(group)
-                return
-            except OSError as e:
-                if e.errno == errno.ENOENT:
-                    return
-                time.sleep(0.05)
-        sys.stderr.write(f"\nwarning: could not remove cgroup {group}\n")
-
     def run_in_group(self, args):
-        evict_from_page_cache(self.big.path)
+        drop_from_page_cache(self.big.path, all_caches=True)
         group = self.make_group()
         code, out, err, maxrss, peaks = run_measured(args, group)
-        max_usage = read_int(group, "memory.max_usage_in_bytes")
-        failcnt = read_int(group, "memory.failcnt")
-        kills = oom_kills(group)
+        max_usage = group.peak()
+        failcnt = group.read("memory.failcnt")
+        kills = group.oom_kills()
         report = (f"peak cgroup usage {mib(max_usage)} of {mib(LIMIT)} limit; oocrun peak RSS {mib(maxrss)}; "
                   f"sampled peaks: anon {mib(peaks.get('rss', 0))}, mapped {mib(peaks.get('mapped_file', 0))}, "
                   f"page cache {mib(peaks.get('cache', 0))}, dirty {mib(peaks.get('dirty', 0))}, "

@@ -3,7 +3,8 @@ dtype and byte order, NaNs, empty and 0-d arrays, Fortran order and arrays spann
 tiles, bit-identical for any thread count.
 
 Bit for bit except var, std (one pass, numpy takes two) and norm (numpy calls BLAS dot):
-those are within the relative tolerance DESIGN.md states (TOLERANCE below)."""
+those are within the relative tolerance docs/decisions/2026-11-29-var-std-one-pass.md and
+docs/decisions/2026-11-30-norm.md state (TOLERANCE below)."""
 import itertools
 import os
 import sys

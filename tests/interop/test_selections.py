@@ -32,7 +32,7 @@ SELECTIONS_3D = ["::2, 3, 1:5", "1, :, [1, 3, 5]", "[1, 5, 7], :, 2", ":, 2, [1,
                  "[3, 0, 3], 1:2, 4:5", "2:3, [1, 2], 5:6"]
 # numpy's result of these is neither C- nor F-contiguous (the list's axis is outermost in
 # memory but not first in the shape): ooc reads them in the source's order, so their
-# sums agree within rounding rather than bit for bit (DESIGN.md, "Selections").
+# sums agree within rounding rather than bit for bit (docs/decisions/2026-11-30-selection-numpy-order.md).
 NEITHER_C_NOR_F = [":, [1, 2, 7, 9], :", ":, :, [1, 2, 5]", "[3, 0, 3], ::2, 1:"]
 
 

@@ -14,7 +14,7 @@ so an AVX-512 machine also checks the code an AVX2-only or SSE-only CPU would ru
 Checked: at most 4 ulp from numpy everywhere (units_apart: NaN against a number fails),
 and where numpy's result is an infinity, a zero or NaN on every path (its exact cases)
 ooc's is the same bits but for NaN's payload. The measured maxima are printed as a table
-(DESIGN.md records one)."""
+(docs/decisions/2026-12-01-vecmath-libmvec.md records one)."""
 import os
 import sys
 import unittest

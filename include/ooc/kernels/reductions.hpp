@@ -300,7 +300,7 @@ struct BlockedMoments {
 /// np.var / np.std (ddof as numpy's), in one pass: each block's moments are merged into
 /// the running ones (Chan et al.), in float64 whatever the input. numpy takes two passes
 /// (the mean, then the squared deviations) in the input's float type, so results agree
-/// within rounding, not bit for bit (DESIGN.md gives the tolerance). Result dtype:
+/// within rounding, not bit for bit (docs/decisions/2026-11-29-var-std-one-pass.md gives the tolerance). Result dtype:
 /// float16/float32 for those inputs, float64 otherwise; std is the square root taken in
 /// that dtype.
 struct Var {

@@ -1,6 +1,8 @@
 #pragma once
 // An output written under a temporary name and given its final one only once complete.
 
+#include "core/layer.hpp"
+
 #include <filesystem>
 #include <functional>
 #include <memory>

@@ -3,7 +3,9 @@
 // hidden name beside its final name until publish() (fsync, rename, fsync of the
 // directory), removed if it is never published.
 
-#include "mapped_array_access.hpp"
+#include "core/layer.hpp"
+
+#include "core/mapped_array_access.hpp"
 #include "ooc/error.hpp"
 #include "os/file.hpp"
 
@@ -40,14 +42,15 @@ class AppendFile {
   void append(const void* data, std::size_t size) {
     if (size == 0) return;
     os::write_at(fd_.get(), data, size, end_, shown_);
-    // Write-back starts now, so the final fsync finds little left (DESIGN.md).
+    // Write-back starts now, so the final fsync finds little left
+    // (docs/decisions/2026-11-30-write-back-at-commit.md).
     os::start_writeback(fd_.get(), end_, size);
     end_ += size;
   }
 
   void truncate(std::uint64_t size) {
     if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0)
-      throw Error(shown_, "cannot set the output's size: " + os::errno_text(errno));
+      throw Error(shown_, "cannot set the output's size: " + os::errno_text(errno), kind_of_errno(errno));
     end_ = size;
   }
 

@@ -1,4 +1,4 @@
-#include "pending_output.hpp"
+#include "core/pending_output.hpp"
 
 #include "format/hdf5.hpp"
 #include "format/hdf5_rollback.hpp"
@@ -29,7 +29,7 @@ PendingOutput PendingOutput::hidden_dataset(std::string file, std::string temp, 
           hdf5::move_dataset(file, temp, final_name, overwrite);
         } catch (const Error& e) {
           transaction->roll_back();
-          throw Error(e.path(), e.problem() + "; the file was put back as it was, nothing was written");
+          throw Error(e.path(), e.problem() + "; the file was put back as it was, nothing was written", e.kind());
         }
         transaction->commit();  // fsync, then the journal's removal, durable: the commit point
       },

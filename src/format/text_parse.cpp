@@ -1,4 +1,4 @@
-#include "text/parse.hpp"
+#include "format/text_parse.hpp"
 
 #include "ooc/error.hpp"
 
@@ -255,7 +255,8 @@ const char* number_then_delimiter(const char* p, const char* end, char delimiter
 }
 
 // Values of type T appended to a byte buffer that is reused from chunk to chunk: its
-// pages stay mapped, so a chunk costs no page faults (DESIGN.md, text import).
+// pages stay mapped, so a chunk costs no page faults
+// (docs/decisions/2026-12-01-text-import-stream.md).
 template <class T> class ValueSink {
  public:
   explicit ValueSink(std::vector<std::byte>& buf) : buf_(buf) { buf_.resize(buf_.capacity()); }
@@ -300,8 +301,8 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
   if (missing) std::memcpy(&missing_value, missing->data(), sizeof(T));
   std::vector<std::pair<std::size_t, std::size_t>> fields;
   std::size_t pos = 0;
-  auto fail = [&](std::size_t column, std::string problem) {
-    result.error = ParseError{result.lines, static_cast<std::int64_t>(column) + 1, std::move(problem)};
+  auto fail = [&](std::size_t column, std::string problem, std::string option = {}) {
+    result.error = ParseError{result.lines, static_cast<std::int64_t>(column) + 1, std::move(problem), std::move(option)};
   };
   // np.loadtxt reads a file with Python's universal newlines: a lone '\r' (old Mac line
   // ends) ends a line as '\n' and "\r\n" do. Chunks end after a '\n' or at the end of
@@ -380,8 +381,9 @@ void parse_typed(std::string_view chunk, const Dialect& dialect, const Layout& l
       } else {
         std::string problem = parse_one<T>(field, v, dtype);
         if (!problem.empty()) {
-          if (trim(field).empty()) problem += " (an empty field; --missing says what it stands for)";
-          fail(b, std::move(problem));
+          const bool empty = trim(field).empty();
+          if (empty) problem += " (an empty field; missing says what it stands for)";
+          fail(b, std::move(problem), empty ? "missing" : "");
           return false;
         }
       }

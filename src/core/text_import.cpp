@@ -10,13 +10,13 @@
 
 #include "format/hdf5.hpp"
 #include "format/npy.hpp"
-#include "mapped_array_access.hpp"
+#include "core/mapped_array_access.hpp"
 #include "ooc/error.hpp"
 #include "ooc/mapped_array.hpp"
 #include "os/file.hpp"
-#include "stream_pipeline.hpp"
-#include "text/append_file.hpp"
-#include "text/parse.hpp"
+#include "core/stream_pipeline.hpp"
+#include "core/append_file.hpp"
+#include "format/text_parse.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -152,7 +152,7 @@ class TextInput {
       if (n < 0) {
         buf.resize(have);
         if (errno == EINTR) continue;
-        throw Error(path_, "cannot read: " + os::errno_text(errno));
+        throw Error(path_, "cannot read: " + os::errno_text(errno), kind_of_errno(errno));
       }
       buf.resize(have + static_cast<std::size_t>(n));
       read_ += static_cast<std::uint64_t>(n);
@@ -247,9 +247,9 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   // np.save(np.loadtxt(f, dtype='>f8')) does (the parse stage swaps each chunk).
   const DType dtype = opt.dtype.native();
   const DType file_dtype = opt.dtype;
-  if (dtype.kind() == Kind::boolean) throw UsageError(text_path, "import reads numbers: --dtype bool is not supported");
+  if (dtype.kind() == Kind::boolean) throw UsageError(text_path, "import reads numbers: dtype bool is not supported", "dtype");
   if (opt.ndmin < 0 || opt.ndmin > 2) throw UsageError(text_path, "ndmin must be 0, 1 or 2");
-  if (opt.skip_rows < 0) throw UsageError(text_path, "--skip-rows must not be negative");
+  if (opt.skip_rows < 0) throw UsageError(text_path, "skip_rows must not be negative", "skip_rows");
   if (opt.delimiter == '\n' || opt.delimiter == '\r' || (opt.delimiter != 0 && opt.comment.size() == 1 && opt.delimiter == opt.comment[0]))
     throw UsageError(text_path, "the delimiter cannot be a line end or the comment character");
   {
@@ -260,13 +260,13 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   const auto dataset = hdf5::split(out_path);
   if (dataset && std::filesystem::exists(dataset->file) && hdf5::is_hdf5_file(dataset->file) && !opt.overwrite &&
       !hdf5::existing_kind(dataset->file, dataset->dataset).empty())
-    throw UsageError(out_path, "dataset already exists (--overwrite replaces it)");
+    throw UsageError(out_path, "dataset already exists (overwrite replaces it)", "overwrite");
 
   std::optional<std::vector<std::byte>> missing;
   if (opt.missing) {
     missing.emplace(static_cast<std::size_t>(dtype.itemsize()));
     const std::string problem = text::parse_value(*opt.missing, dtype, missing->data());
-    if (!problem.empty()) throw UsageError(text_path, "--missing: " + problem);
+    if (!problem.empty()) throw UsageError(text_path, "missing: " + problem, "missing");
   }
 
   TextInput input(text_path);
@@ -352,7 +352,7 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
         if (c.result.error)
           throw Error(text_path + ":" + std::to_string(lines_before + c.result.error->line + 1) + ":" +
                           std::to_string(c.result.error->column),
-                      c.result.error->problem);
+                      c.result.error->problem, ErrorKind::corrupt, c.result.error->option);
         out.append(c.result.values.data(), c.result.values.size());
         rows += c.result.rows;
         lines_before += c.result.lines;

@@ -1,15 +1,16 @@
 #include "ooc/mapped_array.hpp"
+#include "ooc/array_path.hpp"
 
 #include "format/hdf5.hpp"
 #include "format/hdf5_rollback.hpp"
 #include "format/npy.hpp"
-#include "mapped_array_access.hpp"
+#include "core/mapped_array_access.hpp"
 #include "os/file.hpp"
 #include "os/mapping.hpp"
 #include "ooc/selection.hpp"
-#include "pending_output.hpp"
-#include "selection_info.hpp"
-#include "tile_reader.hpp"
+#include "core/pending_output.hpp"
+#include "core/selection_info.hpp"
+#include "os/tile_reader.hpp"
 
 #include <algorithm>
 #include <array>
@@ -237,7 +238,7 @@ ArrayInfo npy_layout(const std::string& path, int fd) {
     os::read_at(fd, prefix.data(), prefix.size(), 0, path);
     header = npy::parse_header(prefix, file_size);
   } catch (const npy::FormatError& e) {
-    throw Error(path, e.what());
+    throw Error(path, e.what(), ErrorKind::corrupt);
   }
   ArrayInfo info;
   info.format = "npy";
@@ -336,6 +337,29 @@ std::optional<std::pair<std::string, std::string>> selection_of(const std::strin
 
 }  // namespace
 
+ArrayPath ArrayPath::parse(std::string_view text) {
+  ArrayPath path;
+  std::string array(text);
+  if (const auto selection = selection_of(array)) {
+    array = selection->first;
+    path.selection = selection->second;
+  }
+  if (const auto dataset = hdf5::split(array)) {
+    path.file = dataset->file;
+    path.dataset = dataset->dataset;
+  } else {
+    path.file = array;
+  }
+  return path;
+}
+
+MappedArray create_compressed(const std::string& path, DType dtype, const Shape& shape, const Compression& how,
+                              bool overwrite) {
+  if (!hdf5::split(path))
+    throw UsageError(path, "a chunked or compressed output is an HDF5 dataset: name it FILE.h5:/dataset");
+  return detail::MappedArrayAccess::create_compressed_hdf5(path, dtype, shape, overwrite, how);
+}
+
 MappedArray map_file(const std::string& path, Access access, ElementRange window) {
   if (const auto selection = selection_of(path)) {
     if (access == Access::read_write)
@@ -386,8 +410,9 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
                                  ", in another file: ooc writes only into the file it names");
     const std::string existing = hdf5::existing_kind(file, where->dataset);
     if (!existing.empty() && existing != "dataset")  // --overwrite would delete a whole group
-      throw UsageError(path, "is a " + existing + ", not a dataset: name a new dataset (--overwrite replaces only a dataset)");
-    if (!existing.empty() && !overwrite) throw UsageError(path, "dataset already exists (--overwrite replaces it)");
+      throw UsageError(path, "is a " + existing + ", not a dataset: name a new dataset (overwrite replaces only a dataset)",
+                       "overwrite");
+    if (!existing.empty() && !overwrite) throw UsageError(path, "dataset already exists (overwrite replaces it)", "overwrite");
     // Written under a hidden name inside the file and renamed when complete; the file's
     // other objects are never touched.
     const std::string temp = "/.ooc-" + random_suffix();
@@ -499,7 +524,8 @@ const os::Mapping* MappedArrayAccess::mapping(const MappedArray& array) { return
 MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, DType dtype, const Shape& shape,
                                                      bool overwrite, const hdf5::Compression& how) {
   const auto where = hdf5::split(path);
-  if (!where) throw UsageError(path, "--chunks and --compression make HDF5 datasets: name the output FILE.h5:/dataset");
+  if (!where) throw UsageError(path, "chunks and compression make HDF5 datasets: name the output FILE.h5:/dataset",
+                                 "chunks and compression");
   auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
   const std::string file = output_target(where->file);
   if (std::filesystem::exists(file)) {
@@ -509,8 +535,9 @@ MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, D
                                  ", in another file: ooc writes only into the file it names");
     const std::string kind = hdf5::existing_kind(file, where->dataset);
     if (!kind.empty() && kind != "dataset")
-      throw UsageError(path, "is a " + kind + ", not a dataset: name a new dataset (--overwrite replaces only a dataset)");
-    if (!kind.empty() && !overwrite) throw UsageError(path, "dataset already exists (--overwrite replaces it)");
+      throw UsageError(path, "is a " + kind + ", not a dataset: name a new dataset (overwrite replaces only a dataset)",
+                       "overwrite");
+    if (!kind.empty() && !overwrite) throw UsageError(path, "dataset already exists (overwrite replaces it)", "overwrite");
     // Written under a hidden name and renamed when complete, as an uncompressed output.
     const std::string temp = "/.ooc-" + random_suffix();
     auto transaction = hdf5::Rollback::begin(file);
@@ -576,7 +603,7 @@ MappedArray MappedArrayAccess::map_output_part(const std::filesystem::path& temp
   try {
     impl->open(temp.string(), Access::read_write);
   } catch (const Error& e) {
-    throw Error(final_path, "cannot open the output being written: " + e.problem());
+    throw Error(final_path, "cannot open the output being written: " + e.problem(), e.kind());
   }
   impl->path = final_path;
   impl->map(window);

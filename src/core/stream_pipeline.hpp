@@ -1,5 +1,7 @@
 #pragma once
-// The pipeline over a stream of unknown length (text import): see src/stream_pipeline.cpp.
+// The pipeline over a stream of unknown length (text import): see src/core/stream_pipeline.cpp.
+
+#include "core/layer.hpp"
 
 #include "ooc/internal/pipeline.hpp"
 

@@ -4,6 +4,8 @@
 // of text (the serial read stage cut it at a line end); parse_chunk turns it into the
 // values of its data rows, or says where the first bad field is.
 
+#include "format/layer.hpp"
+
 #include "ooc/dtype.hpp"
 
 #include <cstddef>
@@ -55,6 +57,7 @@ struct ParseError {
   std::int64_t line = 0;
   std::int64_t column = 1;
   std::string problem;
+  std::string option;  ///< the words of `problem` naming an option (ooc::Error::option())
 };
 
 /// What the data rows look like: fields per row (the first data row's count) and the

@@ -19,7 +19,9 @@ void rethrow_naming(const std::string& path) {
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
-    throw Error(path, "out of memory");
+    throw Error(path, "out of memory", ErrorKind::out_of_memory);
+  } catch (const std::domain_error& e) {  // numpy's ValueError: an empty array's minimum, ...
+    throw Error(path, e.what(), ErrorKind::value);
   } catch (const std::exception& e) {
     throw Error(path, e.what());
   }

@@ -4,12 +4,14 @@
 // output's temporary file), page advice and syncing over element ranges, and the
 // factories for arrays the public functions do not make.
 
+#include "core/layer.hpp"
+
 #include "format/hdf5.hpp"
 #include "ooc/mapped_array.hpp"
 #include "os/file.hpp"
 #include "os/mapping.hpp"
 #include "os/memory.hpp"
-#include "tile_reader.hpp"
+#include "os/tile_reader.hpp"
 
 #include <filesystem>
 #include <string>

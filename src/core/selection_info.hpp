@@ -2,6 +2,8 @@
 // Between selection.cpp and mapped_array.cpp: what a selection's array looks like, known
 // before any of it is read.
 
+#include "core/layer.hpp"
+
 #include "ooc/mapped_array.hpp"
 #include "ooc/selection.hpp"
 

@@ -2,11 +2,11 @@
 
 #include "format/hdf5.hpp"
 
-#include "mapped_array_access.hpp"
+#include "core/mapped_array_access.hpp"
 #include "ooc/internal/pipeline.hpp"
 #include "os/direct_io.hpp"
 #include "os/file.hpp"
-#include "tile_reader.hpp"
+#include "os/tile_reader.hpp"
 
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -45,7 +45,7 @@ namespace {
 // before durable with one fdatasync (before their kernels may write); the flusher puts a
 // batch of committed tiles on disk (msync); the syncer writes the record that says so just
 // before its next fdatasync, which makes it durable. A slot is reused only when the tile it held is
-// recorded done by a durable record. DESIGN.md ("Group commit") has the argument.
+// recorded done by a durable record. docs/decisions/2026-12-01-group-commit.md has the argument.
 // Every record carries a checksum of its bytes, the slot header one of the slot's data
 // too, so a record torn by a power cut reads as absent, never as wrong.
 //
@@ -330,7 +330,7 @@ struct InPlaceJournal::Impl {
   std::size_t batch = 1;           // tiles saved per fdatasync at most
   std::size_t flush_every = 1;     // committed tiles that make the flusher flush them unasked
 
-  // Three threads do the journal's I/O (see "Group commit" in DESIGN.md): the writer
+  // Three threads do the journal's I/O (see docs/decisions/2026-12-01-group-commit.md): the writer
   // writes tiles' original bytes into their slots, the syncer writes the progress records
   // and syncs the journal (one record per sync, in one order), and the flusher does the
   // array's msyncs, so that the writes of one batch overlap the sync of the batch before
@@ -474,7 +474,7 @@ struct InPlaceJournal::Impl {
     if (::fsetxattr(afd, mark.c_str(), value.data(), value.size(), 0) != 0) {
       const int err = errno;
       if (no_extended_attributes(err)) return false;
-      throw Error(array->path(), "cannot mark it as being rewritten in place (" + os::errno_text(err) + ")");
+      throw Error(array->path(), "cannot mark it as being rewritten in place (" + os::errno_text(err) + ")", kind_of_errno(err));
     }
     marked = true;
     os::sync_file(afd, array->path());
@@ -487,7 +487,7 @@ struct InPlaceJournal::Impl {
     if (!marked) return;
     const int afd = detail::MappedArrayAccess::fd(*array);
     if (::fremovexattr(afd, mark.c_str()) != 0 && errno != ENODATA && !no_extended_attributes(errno))
-      throw Error(array->path(), "cannot clear its in-place mark (" + os::errno_text(errno) + ")");
+      throw Error(array->path(), "cannot clear its in-place mark (" + os::errno_text(errno) + ")", kind_of_errno(errno));
     marked = false;
     os::sync_file(afd, array->path());
   }
@@ -771,7 +771,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   j.mark = mark_name(array.path());
   j.item = static_cast<std::size_t>(array.dtype().itemsize());
   const int array_fd = detail::MappedArrayAccess::fd(array);
-  if (!os::try_lock(array_fd, true, array.path())) throw Error(array.path(), kInUseByAnotherRun);
+  if (!os::try_lock(array_fd, true, array.path())) throw Error(array.path(), kInUseByAnotherRun, ErrorKind::busy);
   // The journal of an unfinished run on this file, whichever name it was started under.
   std::string found = find_journal(array_fd, array.path());
   j.path = found.empty() ? journal_path(array.path()) : found;
@@ -786,7 +786,7 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
     const auto h = read_record<Header>(old.get(), 0, j.path);
     ProgressRecord p{};
     if (!valid_header(h) || !read_progress(old.get(), j.path, p))
-      throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten");
+      throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten", ErrorKind::corrupt);
     if (text_of(h.command) != command && finished(h, p)) {
       // Another command, after a run that finished: its journal is only left over.
       old = os::UniqueFd();
@@ -801,11 +801,12 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
     const auto h = read_record<Header>(old.get(), 0, j.path);
     ProgressRecord p{};
     if (!valid_header(h) || !read_progress(old.get(), j.path, p))
-      throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten");
+      throw Error(j.path, "the in-place journal is damaged; the array may be partly rewritten", ErrorKind::corrupt);
     if (text_of(h.command) != command)
       throw Error(array.path(), "an in-place run on it did not finish (" + std::to_string(p.tiles_done) + " of " +
                                     std::to_string(h.tiles) + " tiles done, journal " + j.path + "): " +
-                                    finish_hint(h, array.path()) + " before running another command on it");
+                                    finish_hint(h, array.path()) + " before running another command on it",
+                  ErrorKind::busy);
     const os::FileId id = os::file_id(array_fd, array.path());
     if (h.device != id.device || h.inode != id.inode || text_of(h.array) != array_key(array) ||
         h.elements != array.size() || h.tile_elements <= 0 || p.elements_done > array.size())
@@ -827,7 +828,8 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   const TilePlan plan = TilePlan::for_array(array, options.tile_bytes);
   if (plan.tile_elements() != tile_elements || done_tiles > plan.size() ||
       (done_tiles < plan.size() && plan[done_tiles].begin != done_elements))
-    throw Error(j.path, "the in-place journal does not match the array's tiles; the array may be partly rewritten");
+    throw Error(j.path, "the in-place journal does not match the array's tiles; the array may be partly rewritten",
+                ErrorKind::corrupt);
   j.tiles = plan.size();
   j.first_tile = done_tiles;
   // Group commit: the writer writes up to `batch` tiles' originals at a time while the
@@ -861,11 +863,13 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
       if (::fstat(array_fd, &st) == 0 && st.st_nlink > 1)
         throw Error(array.path(), "has " + std::to_string(st.st_nlink) +
                                       " names (hard links) and its file system keeps no extended attributes, so a "
-                                      "stopped run could not be found from its other names: run on a copy, or with "
-                                      "--no-journal");
+                                      "stopped run could not be found from its other names: run on a copy, or "
+                                      "without a journal",
+                  ErrorKind::other, "without a journal");
     }
   } catch (const Error& e) {
-    throw Error(e.path(), e.problem() + (j.resumed ? "; " + j.finish_note() : "; the array is unchanged"));
+    throw Error(e.path(), e.problem() + (j.resumed ? "; " + j.finish_note() : "; the array is unchanged"), e.kind(),
+                e.option());
   }
   // Joined by finish() or the destructor (or here, when one cannot start).
   try {
@@ -958,7 +962,7 @@ void InPlaceJournal::finish() {
       j.durable_to = j.recorded_to = j.committed_to;
     }
   } catch (const Error& e) {
-    throw Error(e.path(), e.problem() + "; " + j.finish_note());
+    throw Error(e.path(), e.problem() + "; " + j.finish_note(), e.kind());
   }
   const std::string done = "; the array holds the result: running the same command again applies nothing and "
                            "removes its finished journal " + j.path;
@@ -966,7 +970,7 @@ void InPlaceJournal::finish() {
   try {
     j.clear_mark();
   } catch (const Error& e) {
-    throw Error(array, e.problem() + done);
+    throw Error(array, e.problem() + done, e.kind());
   }
   // 3. The journal removed, durably. Its header and records are kept until then: if the
   // removal cannot be made durable, the journal is put back, finished, so that the same
@@ -976,7 +980,7 @@ void InPlaceJournal::finish() {
   head.resize(os::read_at(j.fd.get(), head.data(), head.size(), 0, j.path));
   j.fd = os::UniqueFd();
   if (::unlink(j.path.c_str()) != 0 && errno != ENOENT)
-    throw Error(array, "cannot remove its in-place journal (" + os::errno_text(errno) + ")" + done);
+    throw Error(array, "cannot remove its in-place journal (" + os::errno_text(errno) + ")" + done, kind_of_errno(errno));
   const std::string why = os::try_sync_directory_of(j.path);
   if (!why.empty()) {
     const bool back = j.put_back_finished(head);
@@ -1005,7 +1009,8 @@ void refuse_unfinished_journal(const std::string& array, int fd) {
   } catch (const Error&) {
   }
   throw Error(array, "an in-place run on it did not finish, so its data is partly rewritten (journal " +
-                                path + "): " + hint + " (or, if the array was made anew since, remove the journal)");
+                                path + "): " + hint + " (or, if the array was made anew since, remove the journal)",
+              ErrorKind::busy);
 }
 
 }  // namespace
@@ -1014,13 +1019,13 @@ void check_not_in_place(const MappedArray& array) {
   // A selection or an external link reads another array's bytes: that array is checked.
   const auto [path, fd] = detail::MappedArrayAccess::source(array);
   if (!os::try_lock(fd, false, path))
-    throw Error(path, "is being rewritten in place by another run; try again when it has finished");
+    throw Error(path, "is being rewritten in place by another run; try again when it has finished", ErrorKind::busy);
   refuse_unfinished_journal(path, fd);
 }
 
 void lock_for_in_place(const MappedArray& array) {
   if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
-    throw Error(array.path(), kInUseByAnotherRun);
+    throw Error(array.path(), kInUseByAnotherRun, ErrorKind::busy);
   refuse_unfinished_journal(array.path(), detail::MappedArrayAccess::fd(array));
 }
 

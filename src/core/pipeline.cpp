@@ -1,18 +1,21 @@
 #include "ooc/pipeline.hpp"
 #include "ooc/internal/pipeline.hpp"
 
-#include "mapped_array_access.hpp"
+#include "core/mapped_array_access.hpp"
 #include "os/direct_io.hpp"
-#include "stream_pipeline.hpp"
-#include "tile_reader.hpp"
+#include "core/stream_pipeline.hpp"
+#include "os/tile_reader.hpp"
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "ooc/error.hpp"
+
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace ooc::detail {
 
@@ -238,7 +241,7 @@ void Streams::release(std::size_t position) {
     }
     MappedArrayAccess::drop_pages_before(*s->array, tile.end, &s->dropped_to);
     // Write-back of a finished output tile starts now rather than at the final msync
-    // (measurements in DESIGN, "Finished mapped output ranges").
+    // (measurements in docs/decisions/2026-11-30-write-back-at-commit.md).
     if (s->output) MappedArrayAccess::start_writeback(*s->array, tile.begin, tile.end);
   }
   m.committed = tile.end;
@@ -360,3 +363,52 @@ void run_pipeline_erased(const TilePlan& plan, Streams& streams, const PipelineO
 }
 
 }  // namespace ooc::detail
+
+namespace ooc {
+
+std::uint64_t parse_size(std::string_view text) {
+  std::size_t i = 0;
+  std::uint64_t value = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+    if (value > (~std::uint64_t{0} - digit) / 10) throw UsageError("size '" + std::string(text) + "' is too large");
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) throw UsageError("'" + std::string(text) + "' is not a size (try 64M or 1G)");
+  std::string_view unit = text.substr(i);
+  // A multiplier letter may be followed by "B" or "iB" ("64M", "64MB", "64MiB").
+  if (unit.size() > 1 && unit.ends_with("iB")) unit.remove_suffix(2);
+  else if (unit.size() > 1 && unit.ends_with("B")) unit.remove_suffix(1);
+  int shift = 0;
+  if (unit.empty() || unit == "B") shift = 0;
+  else if (unit == "K" || unit == "k") shift = 10;
+  else if (unit == "M" || unit == "m") shift = 20;
+  else if (unit == "G" || unit == "g") shift = 30;
+  else if (unit == "T" || unit == "t") shift = 40;
+  else throw UsageError("'" + std::string(text) + "' is not a size (try 64M or 1G)");
+  if (shift > 0 && value > (~std::uint64_t{0} >> shift)) throw UsageError("size '" + std::string(text) + "' is too large");
+  return value << shift;
+}
+
+PipelineOptions RunOptions::pipeline_options() const {
+  PipelineOptions options;
+  if (threads < 0)
+    throw UsageError(std::string(), "threads must be 0 (every core) or more, not " + std::to_string(threads), "threads");
+  options.threads = threads;
+  try {
+    options.tile_bytes = parse_size(tile_bytes);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(), "tile_bytes: " + e.problem(), "tile_bytes");
+  }
+  if (options.tile_bytes == 0) throw UsageError(std::string(), "tile_bytes must be positive", "tile_bytes");
+  if (io == "auto") options.io = Io::automatic;
+  else if (io == "mmap") options.io = Io::mapped;
+  else if (io == "direct") options.io = Io::direct;
+  else throw UsageError(std::string(), "io must be 'auto', 'mmap' or 'direct', not '" + io + "'", "io");
+  if (prefetch < 0) throw UsageError(std::string(), "prefetch must be 0 or more", "prefetch");
+  options.prefetch = prefetch;
+  return options;
+}
+
+}  // namespace ooc

@@ -9,7 +9,7 @@
 #include "ooc/journal.hpp"
 #include "ooc/mapped_array.hpp"
 #include "ooc/tile_plan.hpp"
-#include "text/append_file.hpp"
+#include "core/append_file.hpp"
 
 #include <Eigen/Core>  // ooc::half (ooc/dtype.hpp only declares it)
 
@@ -62,10 +62,12 @@ struct Format {
         while (j < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[j]))) precision += fmt[j++];
       }
       if (j >= fmt.size() || std::string_view("eEfFgGdiu").find(fmt[j]) == std::string_view::npos)
-        throw UsageError("--fmt '" + fmt + "': expected one conversion among %e %E %f %F %g %G %d %i (with flags, "
-                                           "width and precision), or 'shortest'");
+        throw UsageError(std::string(),
+                         "fmt '" + fmt + "': expected one conversion among %e %E %f %F %g %G %d %i (with flags, "
+                                         "width and precision), or 'shortest'",
+                         "fmt");
       if (fw.size() > 8 || precision.size() > 4)
-        throw UsageError("--fmt '" + fmt + "': width or precision too large");
+        throw UsageError(std::string(), "fmt '" + fmt + "': width or precision too large", "fmt");
       f.flags_width = fw;
       f.precision = precision;
       f.conversion = fmt[j] == 'i' || fmt[j] == 'u' ? 'd' : fmt[j];
@@ -74,8 +76,9 @@ struct Format {
       i = j;
     }
     if (found != 1)
-      throw UsageError("--fmt '" + fmt + "': expected exactly one conversion (as '%.6g'), found " +
-                               std::to_string(found));
+      throw UsageError(std::string(),
+                       "fmt '" + fmt + "': expected exactly one conversion (as '%.6g'), found " + std::to_string(found),
+                       "fmt");
     return f;
   }
 };
@@ -153,8 +156,9 @@ template <class T> void put_value(std::string& out, T v, const Format& f, const 
       put_printf(out, specs.signed_int, static_cast<long long>(v));
   } else {
     const double x = static_cast<double>(v);
-    if (std::isnan(x)) throw Error("--fmt %d: cannot convert float NaN to integer");
-    if (std::isinf(x)) throw Error("--fmt %d: cannot convert float infinity to integer");
+    if (std::isnan(x)) throw Error(std::string(), "fmt %d: cannot convert float NaN to integer", ErrorKind::value, "fmt");
+    if (std::isinf(x))
+      throw Error(std::string(), "fmt %d: cannot convert float infinity to integer", ErrorKind::value, "fmt");
     const double t = std::trunc(x) + 0.0;  // int(x): toward zero, no -0
     if (std::fabs(t) < 9.2e18)
       put_printf(out, specs.signed_int, static_cast<long long>(t));
@@ -307,9 +311,9 @@ void export_text(const std::string& array_path, const std::string& text_path, co
     throw;
   } catch (const Cancelled&) {
     throw;
-  } catch (const Error& e) {  // a value --fmt cannot format: name the array
+  } catch (const Error& e) {  // a value the format cannot format: name the array
     if (!e.path().empty()) throw;
-    throw Error(array_path, e.problem());
+    throw Error(array_path, e.problem(), e.kind(), e.option());
   }
   out.publish();
 }

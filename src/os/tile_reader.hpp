@@ -3,6 +3,8 @@
 // chunked HDF5 dataset, or a file read with O_DIRECT): a reader fills a buffer with any
 // run of elements.
 
+#include "os/layer.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -1,9 +1,9 @@
 #include "ooc/selection.hpp"
 
-#include "mapped_array_access.hpp"
-#include "selection_info.hpp"
+#include "core/mapped_array_access.hpp"
+#include "core/selection_info.hpp"
 #include "ooc/dtype.hpp"
-#include "tile_reader.hpp"
+#include "os/tile_reader.hpp"
 
 #include <unistd.h>
 
@@ -413,7 +413,8 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
     };
     memory = longer_than_one(memory);
     // numpy's result is C- or F-contiguous in every case but a list in a middle axis of a
-    // result of 3 or more axes longer than 1; ooc then keeps the source's order (DESIGN.md).
+    // result of 3 or more axes longer than 1; ooc then keeps the source's order
+    // (docs/decisions/2026-11-30-selection-numpy-order.md).
     if (memory == longer_than_one(c_order)) layout.order = Order::c;
     else if (memory == longer_than_one(f_order)) layout.order = Order::fortran;
   }
@@ -429,7 +430,7 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
 
 // A selection whose outermost loop takes a few elements from each "row" of the inner
 // loops is read in one pass over the rows. x[::5, [0, 9, 18, 27, 36]] of a C array is
-// numpy's F-ordered result, column after column (DESIGN.md, "Selections"), so its tiles
+// numpy's F-ordered result, column after column (docs/decisions/2026-11-30-selection-numpy-order.md), so its tiles
 // come column by column and each column would be a pass over all of the source's rows:
 // from the disk again when the file is larger than memory, page faults again when it is
 // cached. Instead, a tile of the first column (block 0) gathers the same rows of every

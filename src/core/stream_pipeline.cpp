@@ -2,7 +2,7 @@
 // core run_pipeline_erased runs tiles of a plan through, fed by read() until it returns
 // nothing.
 
-#include "stream_pipeline.hpp"
+#include "core/stream_pipeline.hpp"
 
 #include <vector>
 

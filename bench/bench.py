@@ -21,6 +21,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "interop"))
+from memory_cgroup import MemoryGroup, Unavailable  # noqa: E402  (the tests' harness, shared)
 PYTHON = "/usr/bin/python3"
 PEERS = os.path.join(HERE, "peers.py")
 GB = 1e9
@@ -35,36 +37,6 @@ def drop_caches():
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
-
-
-class Cgroup:
-    """A cgroup v1 memory group that caps a process's memory, page cache included."""
-
-    def __init__(self, limit):
-        self.path = f"/sys/fs/cgroup/memory/ooc-bench-{os.getpid()}"
-        os.mkdir(self.path)
-        self.write("memory.limit_in_bytes", limit)
-        if os.path.exists(os.path.join(self.path, "memory.memsw.limit_in_bytes")):
-            self.write("memory.memsw.limit_in_bytes", limit)
-
-    def write(self, name, value):
-        with open(os.path.join(self.path, name), "w") as f:
-            f.write(f"{value}\n")
-
-    def read(self, name):
-        with open(os.path.join(self.path, name)) as f:
-            return int(f.read())
-
-    def wrap(self, cmd):
-        self.write("memory.max_usage_in_bytes", 0)
-        procs = os.path.join(self.path, "cgroup.procs")
-        return ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *cmd]
-
-    def remove(self):
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
 
 
 GNU_TIME = "/usr/bin/time"
@@ -260,7 +232,7 @@ class Bench:
                 cmd = cgroup.wrap(commands[label]) if cgroup else commands[label]
                 result, rss = timed_process(cmd)
                 seconds[label].append(result["seconds"])
-                peaks[label].append(cgroup.read("memory.max_usage_in_bytes") if cgroup else rss)
+                peaks[label].append(cgroup.peak() if cgroup else rss)
         row = {"operation": name, "bytes": nbytes, "limit": limit}
         for label in labels:
             row[label] = nbytes / statistics.median(seconds[label]) / GB
@@ -388,7 +360,7 @@ class Bench:
         self.measure("sum, warm", nbytes, sum_peers, limit=self.limit("mapped_sum"))
         # Thread scaling here, on the file as the warm row found it: after the cold rows'
         # reads (and the compressed rows' 10 GiB of files) it is partly out of the cache
-        # or in small folios (DESIGN.md, Pipeline), and 1 thread measured 3.4 GB/s there.
+        # or in small folios (docs/decisions/2026-11-30-warm-read-folio-size.md), and 1 thread measured 3.4 GB/s there.
         for threads in range(1, os.cpu_count() + 1):
             self.measure(f"sum, warm, {threads} thread{'s' if threads > 1 else ''}", nbytes,
                          {"ooc": self.ooc("reduce", "sum", matrix, threads=threads)},
@@ -507,7 +479,7 @@ class Bench:
         """A sparse subset: every 5th row, 5 of 40 columns, of a (N, 40) matrix of the bench
         size (GB/s are of the whole array's bytes, as in the other rows). Not smaller: a
         512 MiB file just written was still in the VM host's cache, where one thread's
-        faults read 1.8-1.9 GB/s, against 0.84 from a 2 GiB one (DESIGN.md, "Cold reads")."""
+        faults read 1.8-1.9 GB/s, against 0.84 from a 2 GiB one (docs/decisions/2026-12-02-cold-reads-willneed.md)."""
         wide_bytes = max(nbytes, 1 << 20)
         wide = self.make_matrix("wide.npy", wide_bytes, columns=40)
         h5 = self.make_hdf5("wide.h5", wide)
@@ -530,8 +502,8 @@ class Bench:
         nbytes = LARGER_THAN_MEMORY_BYTES
         matrix = self.make_matrix("larger-than-memory.npy", nbytes)
         try:
-            cgroup = Cgroup(CGROUP_BYTES)
-        except OSError as e:
+            cgroup = MemoryGroup(CGROUP_BYTES, "ooc-bench")
+        except Unavailable as e:
             self.notes.append(f"larger-than-memory row skipped: cannot create a memory cgroup ({e})")
             return
         try:

@@ -6,7 +6,7 @@ Makes a (N, 40) float64 file, then for rows GAP bytes apart (a[::k, 3]) sums the
 selection cold (caches dropped) with the gap read through (OOC_SELECTION_GAP_BYTES large:
 one span, sequential readahead) and skipped (0: MADV_RANDOM, each run's pages advised a
 few tiles ahead), medians of --reps runs. The crossover is where src/selection.cpp's
-kSelectionGapBytes comes from (DESIGN.md, "Selections"). Needs root for drop_caches.
+kSelectionGapBytes comes from (docs/decisions/2026-11-30-selection-gap-16k.md). Needs root for drop_caches.
 """
 import argparse
 import json

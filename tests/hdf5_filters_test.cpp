@@ -2,7 +2,7 @@
 // encoder (zlib, liblz4 in the HDF5 LZ4 filter's framing, Blosc) wrote, and refuses
 // corrupt or truncated input with a FilterError, never reading or writing out of bounds.
 
-#include "format/hdf5_filters.hpp"
+#include "format/hdf5/filters.hpp"
 
 #include <blosc.h>
 #include <lz4.h>

@@ -2,7 +2,7 @@
 #include "ooc/array_path.hpp"
 
 #include "format/hdf5.hpp"
-#include "format/hdf5_rollback.hpp"
+#include "format/hdf5/rollback.hpp"
 #include "format/npy.hpp"
 #include "core/mapped_array_access.hpp"
 #include "os/file.hpp"

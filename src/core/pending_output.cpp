@@ -1,7 +1,7 @@
 #include "core/pending_output.hpp"
 
 #include "format/hdf5.hpp"
-#include "format/hdf5_rollback.hpp"
+#include "format/hdf5/rollback.hpp"
 #include "ooc/error.hpp"
 #include "os/file.hpp"
 

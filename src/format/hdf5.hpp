@@ -56,7 +56,7 @@ DatasetInfo describe(const std::string& file, const std::string& dataset);
 
 /// A reader of any run of elements of a dataset that cannot be mapped (chunked,
 /// compressed, compact, not yet allocated: what h5py gives, fill values included). A
-/// chunked dataset whose filters ooc decodes itself (hdf5_filters.hpp) is read staged:
+/// chunked dataset whose filters ooc decodes itself (hdf5/filters.hpp) is read staged:
 /// raw chunks (H5Dread_chunk) in the serial stage, decoded on the kernel threads. Any
 /// other goes through H5Dread, with a chunk cache that holds a whole row of chunks
 /// (within reason), so reading consecutive runs decompresses each chunk once.

@@ -27,9 +27,9 @@ ErrorText describe(std::exception_ptr failure) {
   } catch (const Error& e) {  // a UsageError's kind is usage, a Cancelled's cancelled
     return {e.kind(), e.path(), e.problem(), e.option()};
   } catch (const std::exception& e) {
-    return {ErrorKind::other, "", e.what()};
+    return {ErrorKind::other, "", e.what(), ""};
   } catch (...) {
-    return {ErrorKind::other, "", "unknown error"};
+    return {ErrorKind::other, "", "unknown error", ""};
   }
 }
 

@@ -1,10 +1,10 @@
-// libFuzzer target for the HDF5 chunk decoders (src/format/hdf5_filters.cpp): built with
+// libFuzzer target for the HDF5 chunk decoders (src/format/hdf5/filters.cpp): built with
 // clang's -fsanitize=fuzzer,address,undefined when OOC_FUZZ=ON; seed corpus in
 // hdf5_chunk/. The first byte picks a filter pipeline, the next two the chunk's size in
 // elements and the item size; the rest is the stored chunk. Any input either decodes to
 // exactly the chunk's bytes or is a FilterError, never a read or write out of bounds.
 
-#include "format/hdf5_filters.hpp"
+#include "format/hdf5/filters.hpp"
 
 #include <cstdint>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "format/hdf5_filters.hpp"
+#include "format/hdf5/filters.hpp"
 
 #include <blosc.h>
 #include <libdeflate.h>

@@ -1,4 +1,4 @@
-#include "format/hdf5_rollback.hpp"
+#include "format/hdf5/rollback.hpp"
 
 #include "ooc/error.hpp"
 #include <hdf5.h>

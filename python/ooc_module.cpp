@@ -8,7 +8,7 @@
 // KeyboardInterrupt is raised once the worker has unwound.
 
 #include "ooc/runtime.hpp"
-#include "ooc/internal/pipeline.hpp"
+#include "ooc/blocks.hpp"
 #include "ooc/ooc.hpp"
 #include "ooc/text.hpp"
 
@@ -420,35 +420,20 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
       if (!source.selections.empty())
         throw ooc::UsageError(source.path, "a selection cannot be modified in place");
       ooc::MappedArray a = open_source(source, ooc::Access::read_write);
-      ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
-      std::unique_ptr<ooc::InPlaceJournal> undo;
-      if (!journal) {
-        ooc::lock_for_in_place(a);
-      } else {
+      const ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+      try {
         // The command oocrun journals: a run stopped in Python is finished by the same
         // call again, or by that oocrun command.
-        try {
-          undo = ooc::InPlaceJournal::open(a, "oocrun apply " + op.spec() + " --in-place", options);
-        } catch (const ooc::UsageError&) {
-          throw;
-        } catch (const ooc::Error& e) {  // no room or no right to write it beside the array
-          if (e.path() != ooc::journal_path(a.path()) || std::filesystem::exists(e.path())) throw;
-          throw ooc::Error(e.path(), e.problem() + " (journal=False runs in place without one)", e.kind());
-        }
+        ooc::apply_in_place(
+            a, "oocrun apply " + op.spec() + " --in-place", options,
+            [&](ooc::MappedArray& array, const ooc::PipelineOptions& resumed) { op.apply(array, array, resumed); },
+            journal);
+      } catch (const ooc::UsageError&) {
+        throw;
+      } catch (const ooc::Error& e) {  // no room or no right to write the journal beside the array
+        if (e.path() != ooc::journal_path(a.path()) || std::filesystem::exists(e.path())) throw;
+        throw ooc::Error(e.path(), e.problem() + " (journal=False runs in place without one)", e.kind());
       }
-      try {
-        op.apply(a, a, options);
-        a.commit();
-      } catch (const ooc::Cancelled& e) {
-        if (undo) {
-          throw ooc::Cancelled(a.path(), e.problem() + (undo->kept() ? "; the same call again finishes it "
-                                                                          "(progress is kept in " + undo->path() + ")"
-                                                                    : "; the array is unchanged"));
-        }
-        throw ooc::Cancelled(a.path(), e.problem() + "; the array may be partly rewritten (journal=False: the run "
-                                                     "cannot be resumed)");
-      }
-      if (undo) undo->finish();
       written = a.path();
     } else {
       const ooc::MappedArray a = open_source(source);
@@ -600,20 +585,8 @@ py::array read_array(const Source& source, const CallOptions& call, const py::ob
     const ooc::MappedArray a = open_source(source);
     ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
     prepare_input(a, options);
-    if (a.size() == 0) return;
-    const std::size_t item = static_cast<std::size_t>(a.dtype().itemsize());
-    const ooc::TilePlan plan = ooc::TilePlan::for_array(a, options.tile_bytes);
-    ooc::detail::Streams streams(plan, options);
-    streams.add_input(a);
-    struct Done {};
-    ooc::detail::run_pipeline(
-        plan, streams, options,
-        [&](const ooc::Tile& tile) {
-          std::memcpy(memory + static_cast<std::size_t>(tile.begin) * item, streams.input(a, tile),
-                      static_cast<std::size_t>(tile.size()) * item);
-          return Done{};
-        },
-        [](const ooc::Tile&, Done&&) {});
+    ooc::read(a, ooc::ElementRange{0, a.size()},
+              std::span<std::byte>(memory, static_cast<std::size_t>(a.nbytes())), options);
   });
   return array;
 }
@@ -716,17 +689,16 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
     for (const ooc::MappedArray& a : arrays) widest = std::max(widest, a.dtype().itemsize());
     const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_elements) * static_cast<std::uint64_t>(widest);
     const ooc::TilePlan plan = ooc::TilePlan::slabs(rows, row_elements, widest, std::max(options.tile_bytes, row_bytes));
-    ooc::detail::Streams streams(plan, options);
-    for (const ooc::MappedArray& a : arrays) streams.add_input(a);
+    std::vector<const ooc::MappedArray*> inputs;
+    for (const ooc::MappedArray& a : arrays) inputs.push_back(&a);
     // An output whose rows are as long as the inputs' has the same tiles: it streams with
     // them (direct writes, pages released behind the run). Otherwise (shape= changes the
     // other axes) each block's rows are written through the output's mapping.
     const bool output_streams = output && output_row_elements == row_elements;
-    if (output_streams) streams.add_output(*output);
     std::span<std::byte> output_bytes;
     if (output && !output_streams) output_bytes = output->writable_bytes();
-    auto output_block = [&](const ooc::Tile& tile, std::int64_t first_row) -> std::byte* {
-      if (output_streams) return streams.output(*output, tile);
+    auto output_block = [&](const ooc::Block& block, std::int64_t first_row) -> std::byte* {
+      if (output_streams) return block.output;
       return output_bytes.data() + first_row * output_row_elements * output_dtype.itemsize();
     };
 
@@ -736,9 +708,10 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
       return block;
     };
     auto run_blocks = [&] {
-      ooc::detail::run_pipeline(
-          plan, streams, options,
-          [&](const ooc::Tile& tile) {
+      ooc::for_each_block(
+          inputs, output_streams ? &*output : nullptr, plan, options,
+          [&](const ooc::Block& block) {
+            const ooc::Tile& tile = block.tile;
             const std::int64_t k = row_elements == 0 ? 0 : tile.size() / row_elements;
             const std::int64_t first_row = row_elements == 0 ? 0 : tile.begin / row_elements;
             py::gil_scoped_acquire gil;
@@ -750,7 +723,7 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
               // buffer), read-only; its base keeps numpy from copying them.
               py::array view(numpy_dtype(a.dtype()), in_block,
                              byte_strides(ooc::Shape(in_block.begin(), in_block.end()), order, a.dtype().itemsize()),
-                             streams.input(a, tile), py::none());
+                             block.inputs[i], py::none());
               view.attr("flags").attr("writeable") = false;
               views[i] = view;
             }
@@ -766,7 +739,7 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
                 throw ooc::UsageError(*out, where + " gave shape " + shape_text(got) + "; expected " + shape_text(expected));
               py::array target(numpy_dtype(output_dtype), expected,
                                byte_strides(ooc::Shape(expected.begin(), expected.end()), order, output_dtype.itemsize()),
-                               output_block(tile, first_row), py::none());
+                               output_block(block, first_row), py::none());
               try {
                 copyto(target, result, py::arg("casting") = "same_kind");
               } catch (py::error_already_set& e) {

@@ -617,3 +617,88 @@ TEST_CASE("a finished journal whose removal was lost applies nothing: the same c
   }
   CHECK(scratch.dir.entries() == 1);
 }
+
+TEST_CASE("apply_in_place: a stopped run says the journal keeps its progress; the same call resumes it once") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.npy");
+  const std::int64_t n = 20 * kTile + 3;
+  write_iota(path, n);
+  auto add_one_until = [](std::int64_t stop) {
+    return [stop](ooc::MappedArray& a, const ooc::PipelineOptions& o) {
+      ooc::PipelineOptions until = o;
+      std::atomic<bool> cancel{false};
+      until.cancel = &cancel;
+      until.on_progress = [&](const ooc::Progress& p) {
+        if (static_cast<std::int64_t>(p.elements_done) >= stop) cancel = true;
+      };
+      ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1.0; }, until);
+    };
+  };
+  {
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    CHECK_THROWS_WITH_AS(ooc::apply_in_place(a, kCommand, options(3), add_one_until(5 * kTile)),
+                         doctest::Contains("the same run again finishes it (progress is kept in "),
+                         ooc::Cancelled);
+  }
+  bool told = false;
+  {
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    const bool resumed = ooc::apply_in_place(a, kCommand, options(2), add_one_until(n + 1), true,
+                                             [&](const ooc::InPlaceJournal& journal) {
+                                               told = true;
+                                               CHECK(journal.tiles_done_before() > 0);
+                                             });
+    CHECK(resumed);
+  }
+  CHECK(told);
+  const auto v = values(path);
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE(v[static_cast<std::size_t>(i)] == static_cast<double>(i) + 1);
+  CHECK_FALSE(std::filesystem::exists(path + ".ooc-journal"));
+}
+
+TEST_CASE("apply_in_place without a journal says the array may be partly rewritten") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.npy");
+  write_iota(path, 4 * kTile);
+  ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+  CHECK_THROWS_WITH_AS(ooc::apply_in_place(
+                           a, kCommand, options(1),
+                           [](ooc::MappedArray&, const ooc::PipelineOptions&) { throw ooc::Error("x.npy", "disk gone"); },
+                           false),
+                       "x.npy: disk gone; the array may be partly rewritten (the run keeps no journal, so it cannot "
+                       "be resumed)",
+                       ooc::Error);
+}
+
+TEST_CASE("ooc::read copies any element range; for_each_block commits results in tile order") {
+  ScratchDir dir;
+  const std::string path = dir.file("a.npy");
+  const std::int64_t n = 10 * kTile + 5;
+  write_iota(path, n);
+  const ooc::MappedArray a = ooc::map_file(path);
+  for (auto [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, n}, {3, 4}, {kTile - 1, 3 * kTile + 2}, {n, n}}) {
+    CAPTURE(begin);
+    std::vector<double> into(static_cast<std::size_t>(end - begin));
+    ooc::read(a, {begin, end}, std::as_writable_bytes(std::span(into)), options(3));
+    for (std::int64_t i = begin; i < end; ++i) REQUIRE(into[static_cast<std::size_t>(i - begin)] == double(i));
+  }
+  std::vector<double> small(2);
+  CHECK_THROWS_AS(ooc::read(a, {0, 3}, std::as_writable_bytes(std::span(small))), ooc::UsageError);
+
+  const ooc::MappedArray* inputs[] = {&a};
+  std::vector<std::size_t> order;
+  double total = 0;
+  ooc::for_each_block(
+      inputs, nullptr, ooc::TilePlan::for_array(a, kTile * sizeof(double)), options(4),
+      [](const ooc::Block& block) {
+        const auto* x = reinterpret_cast<const double*>(block.inputs[0]);
+        return std::accumulate(x, x + block.tile.size(), 0.0);
+      },
+      [&](const ooc::Tile& tile, double&& sum) {
+        order.push_back(tile.index);
+        total += sum;
+      });
+  CHECK(order.size() == 11);
+  CHECK(std::is_sorted(order.begin(), order.end()));
+  CHECK(total == static_cast<double>(n) * static_cast<double>(n - 1) / 2);
+}

@@ -9,6 +9,8 @@
 // [end snippet]
 
 #include <iostream>
+#include <span>
+#include <vector>
 
 void first_steps() {
   // [snippet: first_steps]
@@ -45,5 +47,23 @@ void restartable() {
   ooc::transform_as<double>(b, b, [](const auto& x) { return x * 0.5; }, options);
   b.commit();
   journal->finish();
+  // [end snippet]
+}
+
+void restartable_in_one_call() {
+  // [snippet: apply-in-place]
+  auto b = ooc::map_file("pressure.npy", ooc::Access::read_write);
+  const bool resumed = ooc::apply_in_place(b, "my-tool scale-by-half", {}, [](auto& array, const auto& options) {
+    ooc::transform_as<double>(array, array, [](const auto& x) { return x * 0.5; }, options);
+  });
+  // [end snippet]
+  (void)resumed;
+}
+
+void read_rows() {
+  // [snippet: read]
+  const auto x = ooc::map_file("log.npy[1000:2000, 3]");  // any array or selection
+  std::vector<double> column(static_cast<std::size_t>(x.size()));
+  ooc::read(x, {0, x.size()}, std::as_writable_bytes(std::span(column)));
   // [end snippet]
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -87,6 +88,20 @@ void check_not_in_place(const MappedArray& array);
 /// it (ooc::Error, naming the command that finishes it). A run without a journal that is
 /// stopped half way leaves the array partly rewritten, as numpy's `a += 1` would.
 void lock_for_in_place(const MappedArray& array);
+
+/// Runs `run(array, options)` in place on `array` (mapped read-write) as the command
+/// `command`, and commits the array. With `journaled` (the default) through an
+/// InPlaceJournal: a run stopped half way is finished, exactly once per element, by the
+/// same call (or command) again; `on_start`, when given, is told what the journal found
+/// before the run starts. Without, under lock_for_in_place: each tile is written once, as
+/// numpy's `a += 1`, and a stopped run leaves the array partly rewritten. An error or a
+/// cancel is rethrown with the same kind, its problem saying what state the array is in
+/// ("; the same run again finishes it (progress is kept in J)", "; the array is
+/// unchanged", "; the array may be partly rewritten (the run keeps no journal, so it
+/// cannot be resumed)"). Returns true when it resumed an interrupted run.
+bool apply_in_place(MappedArray& array, const std::string& command, PipelineOptions options,
+                    const std::function<void(MappedArray& array, const PipelineOptions& options)>& run,
+                    bool journaled = true, const std::function<void(const InPlaceJournal& journal)>& on_start = {});
 
 /// The journal's path for a new run on the array at `array_path`: ARRAY.ooc-journal, or
 /// for an HDF5 dataset FILE%group%name.ooc-journal beside its file; beside the file a

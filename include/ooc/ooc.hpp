@@ -7,6 +7,7 @@
 #include "ooc/compression.hpp"
 #include "ooc/dtype.hpp"
 #include "ooc/error.hpp"
+#include "ooc/blocks.hpp"
 #include "ooc/journal.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/mapped_array.hpp"

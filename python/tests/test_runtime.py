@@ -108,7 +108,7 @@ def test_ctrl_c_in_place_then_the_same_call_finishes_it(slow_input):
             if total and done >= total // 4:  # total is 0 until the run's first tile (the journal's set-up)
                 _thread.interrupt_main()
 
-        with pytest.raises(KeyboardInterrupt, match="the same call again finishes it"):
+        with pytest.raises(KeyboardInterrupt, match="the same run again finishes it"):
             ooc.apply("add:1", path, inplace=True, tile_bytes="64K", threads=1, progress=interrupt_at_a_quarter)
         assert leftovers(directory) == ["x.npy", "x.npy.ooc-journal"]
         with pytest.raises(ooc.Error, match="add:1 --in-place"):  # readers refuse a half-done array

@@ -1029,4 +1029,33 @@ void lock_for_in_place(const MappedArray& array) {
   refuse_unfinished_journal(array.path(), detail::MappedArrayAccess::fd(array));
 }
 
+bool apply_in_place(MappedArray& array, const std::string& command, PipelineOptions options,
+                    const std::function<void(MappedArray& array, const PipelineOptions& options)>& run,
+                    bool journaled, const std::function<void(const InPlaceJournal& journal)>& on_start) {
+  std::unique_ptr<InPlaceJournal> journal;
+  if (journaled) {
+    journal = InPlaceJournal::open(array, command, options);
+    if (on_start) on_start(*journal);
+  } else {
+    lock_for_in_place(array);
+  }
+  try {
+    run(array, options);
+    array.commit();
+  } catch (const Error& e) {
+    // Said here, where the journal knows whether it was kept.
+    const std::string state = !journal        ? "; the array may be partly rewritten (the run keeps no journal, "
+                                                "so it cannot be resumed)"
+                              : journal->kept() ? "; the same run again finishes it (progress is kept in " +
+                                                      journal->path() + ")"
+                                                : "; the array is unchanged";
+    if (e.kind() == ErrorKind::cancelled) throw Cancelled(e.path(), e.problem() + state);
+    if (e.kind() == ErrorKind::usage) throw UsageError(e.path(), e.problem() + state, e.option());
+    throw Error(e.path(), e.problem() + state, e.kind(), e.option());
+  }
+  const bool resumed = journal && journal->resumed();
+  if (journal) journal->finish();
+  return resumed;
+}
+
 }  // namespace ooc

@@ -676,7 +676,9 @@ TEST_CASE("ooc::read copies any element range; for_each_block commits results in
   const std::int64_t n = 10 * kTile + 5;
   write_iota(path, n);
   const ooc::MappedArray a = ooc::map_file(path);
-  for (auto [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, n}, {3, 4}, {kTile - 1, 3 * kTile + 2}, {n, n}}) {
+  for (const auto& range : {std::pair<std::int64_t, std::int64_t>{0, n}, {3, 4}, {kTile - 1, 3 * kTile + 2}, {n, n}}) {
+    // Plain variables, not a structured binding: clang refuses to capture one in CAPTURE's lambda.
+    const std::int64_t begin = range.first, end = range.second;
     CAPTURE(begin);
     std::vector<double> into(static_cast<std::size_t>(end - begin));
     ooc::read(a, {begin, end}, std::as_writable_bytes(std::span(into)), options(3));

@@ -18,6 +18,9 @@ import numpy as np
 CHUNK_BYTES = 64 << 20  # dask chunks and h5py slabs: the size those libraries' docs suggest
 SUBSET_COLUMNS = [0, 9, 18, 27, 36]  # the bench's sparse subset: every 5th row, these columns
 SUBSET_STEP = 5
+# Five statistics of the whole array, or of its columns (axis 0).
+STATISTICS_AXES = {"statistics": None, "statistics_axis0": 0}
+STATISTICS = ["sum", "mean", "std", "min", "max"]
 
 
 def timed(fn):
@@ -41,6 +44,10 @@ def numpy_op(op, src, dst):
     if op == "mean_axis0":
         a = np.load(src, mmap_mode="r")
         return timed(lambda: a.mean(axis=0).tolist())
+    if op in STATISTICS_AXES:  # what `oocrun reduce sum,mean,std,min,max` is measured against: five calls
+        a = np.load(src, mmap_mode="r")
+        axis = STATISTICS_AXES[op]
+        return timed(lambda: [np.asarray(f(a, axis=axis)).tolist() for f in (np.sum, np.mean, np.std, np.min, np.max)])
     if op == "add_one":
         def run():
             a = np.load(src, mmap_mode="r")
@@ -171,6 +178,9 @@ def python_op(op, src, dst):
     import ooc
     if op == "sum":
         return timed(lambda: float(ooc.sum(src)))
+    if op in STATISTICS_AXES:  # ooc.reduce: the five statistics over one read
+        return timed(lambda: [np.asarray(v).tolist() for v in ooc.reduce(src, STATISTICS,
+                                                                        axis=STATISTICS_AXES[op]).values()])
     if op == "log1p":
         def run():
             ooc.map_blocks(np.log1p, src, out=dst)

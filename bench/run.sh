@@ -8,6 +8,9 @@
 #   bench/run.sh --only text --text-bytes 64e6 --reps 3
 #                           the text rows alone (import vs np.loadtxt and pandas, export vs
 #                           np.savetxt) for a (1M, 8) float64 array: a 161 MB CSV
+#   bench/run.sh --only statistics --reps 5
+#                           sum,mean,std,min,max in one oocrun reduce (whole array and axis 0)
+#                           against reduce sum alone and numpy's five calls
 # Other options go to bench/bench.py (--dir DIR, --reps N, --out FILE, --keep, --only, --text-bytes).
 # Needs root for the cold rows (drop_caches) and the cgroup.
 set -euo pipefail

@@ -18,6 +18,7 @@
 #include "ooc/internal/pipeline.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/kernels/reductions.hpp"
+#include "several.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +26,11 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace ooc::kernels {
@@ -64,9 +69,26 @@ void store(const Scalar& value, DType dtype, std::byte* at) {
   });
 }
 
+// A fold reads its rows from memory on one thread (the commit stage, for a slab larger
+// than a tile), in order: asking for the row this many rows ahead keeps more of the
+// memory's latency hidden than the hardware's prefetcher alone. Mean over axis 0 of a
+// warm 2 GiB (N, 8) float64 file: 0.164-0.173 s against 0.184-0.196 s (32 rows, 2 KiB;
+// 16, 64 and 128 rows measured the same or worse).
+constexpr std::int64_t kPrefetchRows = 32;
+
+// Asks for the row kPrefetchRows rows after `row` (rows of `inner` elements). The address
+// is computed as an integer: near the end of the data it lies past the array, which a
+// prefetch may name but C++ pointer arithmetic may not.
+template <class T>
+inline void prefetch_rows_ahead(const T* row, std::int64_t inner) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(row) +
+                                                   sizeof(T) * static_cast<std::uintptr_t>(kPrefetchRows * inner)));
+}
+
 // ---- folds: one output element, one row after another --------------------------------
 // Each has Input (what the values are converted to), Acc (the per-element accumulator),
-// init(), step(acc, x, row) and finish(acc, rows) -> Scalar.
+// init(), step(acc, x, row) and finish(acc, rows) -> Scalar; or Input and columns(inner,
+// slab), its own accumulators of a slab's row (see ElementColumns).
 
 template <class T, bool kSkipNan>
 struct SumFold {
@@ -134,18 +156,19 @@ template <class T, bool kMin, bool kSkipNan>
 struct ExtremumFold {
   using Input = T;
   using Acc = T;
-  // Row by row over all columns, not eight columns down the rows: started from the
-  // identity instead (+-inf, NaN for nanmin/nanmax), nanmax over axis 0 of (N, 8) float64
-  // went 3x slower on eight columns in registers.
-  static constexpr bool kRowByRow = true;
   Acc init() const { return T{}; }
   void step(Acc& a, Input x, std::int64_t row) const {
     if (row == 0) {
       a = x;
     } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       // numpy reduces an outer axis as out = maximum(out, next slice), x86's maxpd: on a
-      // tie (-0.0 and 0.0) the later element; float16's loop keeps the earlier one.
-      a = (x == a) ? x : detail::pick<kMin, kSkipNan>(a, x);
+      // tie (-0.0 and 0.0) the later element; float16's loop keeps the earlier one. NaN
+      // stays (minimum, maximum) or gives way (fmin, fmax), as detail::pick decides, here
+      // as selects without its branches, which vectorise down eight columns held in
+      // registers: min over axis 0 of (N, 8) float64 took 16 instructions an element
+      // with the branches, row by row, and takes 7 (callgrind).
+      const bool keep = kMin ? (kSkipNan ? !(x <= a) : x > a) : (kSkipNan ? !(x >= a) : x < a);
+      a = a != a ? (kSkipNan ? x : a) : (keep ? a : x);
     } else {
       a = detail::pick<kMin, kSkipNan>(a, x);
     }
@@ -313,12 +336,15 @@ struct VarDeviationFold {
 
 // ---- the engine -------------------------------------------------------------------------
 
+// Where the engine's loops hand each output element: an Output, or (several reductions)
+// a store that puts each of several results into its own Output.
 struct Output {
   DType dtype;
   std::byte* data;
   void put(std::int64_t index, const Scalar& value) const {
     store(value, dtype, data + index * dtype.itemsize());
   }
+  void operator()(std::int64_t index, const Scalar& value) const { put(index, value); }
 };
 
 bool whole_slabs(const Tile& tile, std::int64_t slab) { return tile.begin % slab == 0 && tile.size() % slab == 0; }
@@ -330,10 +356,40 @@ const std::byte* tile_values(const ooc::detail::Streams& streams, const MappedAr
   return streams.input(in, tile) + static_cast<std::size_t>(at - tile.begin) * static_cast<std::size_t>(in.dtype().itemsize());
 }
 
-// The axis varies fastest: each output element is the full reduction of one run.
-template <class T, class Kernel>
-void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& kernel, const Output& out,
-                 const PipelineOptions& options) {
+// The whole runs [begin, end) of `tile`, each reduced by `kernel` as a full reduction of
+// its values (blocks from the run's start), into out(run index, result).
+template <class T, class Kernel, class Store>
+void reduce_whole_runs(const ooc::detail::Streams& streams, const MappedArray& in, const Tile& tile, std::int64_t begin,
+                       std::int64_t end, std::int64_t run, const Kernel& kernel, const Store& out) {
+  using State = ooc::detail::kernel_state_t<Kernel, T>;
+  using Input = ooc::detail::kernel_input_t<Kernel, T>;
+  // Short runs are many: the states are reset by assignment, which keeps their storage.
+  const State identity = ooc::detail::kernel_identity<T>(kernel);
+  State state = identity, total = identity;
+  for (std::int64_t at = begin; at < end; at += run) {
+    state = identity;
+    // A kernel may need to know which run a state reduces (var's second pass: its mean).
+    if constexpr (requires { kernel.start_run(state, at / run); }) kernel.start_run(state, at / run);
+    ooc::detail::visit_values_as<Input>(tile_values(streams, in, tile, at), in.dtype(), Tile{tile.index, at, at + run},
+                                        [&](const Tile& piece, const ConstArrayMap<Input>& x) {
+      ooc::detail::kernel_partial(kernel, state, piece.begin - at, x);
+    });
+    if constexpr (!ooc::detail::kernel_in_order<Kernel, T>()) {  // as a full reduction: merged into a fresh state
+      total = identity;
+      kernel.merge(total, std::move(state));
+      out(at / run, ooc::detail::kernel_result<T>(kernel, total));
+    } else {
+      out(at / run, ooc::detail::kernel_result<T>(kernel, state));
+    }
+  }
+}
+
+// The axis varies fastest: each output element is the full reduction of one run. A tile
+// of whole runs goes to whole_runs(streams, tile); a run larger than a tile arrives in
+// pieces, reduced to states merged on the commit stage, in order.
+template <class T, class Kernel, class Store, class WholeRuns>
+void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& kernel, const Store& out,
+                 const PipelineOptions& options, WholeRuns&& whole_runs) {
   using State = ooc::detail::kernel_state_t<Kernel, T>;
   using Input = ooc::detail::kernel_input_t<Kernel, T>;
   constexpr bool in_order = ooc::detail::kernel_in_order<Kernel, T>();
@@ -347,7 +403,6 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
       ooc::detail::kernel_partial(kernel, state, piece.begin - run_begin, x);
     });
   };
-  // A kernel may need to know which run a state reduces (var's second pass: its mean).
   auto start = [&](State& state, std::int64_t run_index) {
     if constexpr (requires { kernel.start_run(state, run_index); }) kernel.start_run(state, run_index);
   };
@@ -356,21 +411,7 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
       plan, streams, options,
       [&](const Tile& tile) -> std::optional<State> {
         if (whole_slabs(tile, run)) {
-          // Short runs are many: the states are reset by assignment, which keeps their storage.
-          const State identity = ooc::detail::kernel_identity<T>(kernel);
-          State state = identity, total = identity;
-          for (std::int64_t begin = tile.begin; begin < tile.end; begin += run) {
-            state = identity;
-            start(state, begin / run);
-            fold_into(state, tile, begin, begin + run, begin);
-            if constexpr (!in_order) {  // as a full reduction: the run's state merged into a fresh one
-              total = identity;
-              kernel.merge(total, std::move(state));
-              out.put(begin / run, ooc::detail::kernel_result<T>(kernel, total));
-            } else {
-              out.put(begin / run, ooc::detail::kernel_result<T>(kernel, state));
-            }
-          }
+          whole_runs(streams, tile);
           return std::nullopt;
         }
         if (in_order) return std::nullopt;
@@ -388,24 +429,16 @@ void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& 
         }
         if constexpr (in_order) fold_into(running, tile, tile.begin, tile.end, run_begin);
         else kernel.merge(running, std::move(*state));
-        if (tile.end == run_begin + run) out.put(tile.begin / run, ooc::detail::kernel_result<T>(kernel, running));
+        if (tile.end == run_begin + run) out(tile.begin / run, ooc::detail::kernel_result<T>(kernel, running));
       });
 }
 
-// A fold reads its rows from memory on one thread (the commit stage, for a slab larger
-// than a tile), in order: asking for the row this many rows ahead keeps more of the
-// memory's latency hidden than the hardware's prefetcher alone. Mean over axis 0 of a
-// warm 2 GiB (N, 8) float64 file: 0.164-0.173 s against 0.184-0.196 s (32 rows, 2 KiB;
-// 16, 64 and 128 rows measured the same or worse).
-constexpr std::int64_t kPrefetchRows = 32;
-
-// Asks for the row kPrefetchRows rows after `row` (rows of `inner` elements). The address
-// is computed as an integer: near the end of the data it lies past the array, which a
-// prefetch may name but C++ pointer arithmetic may not.
-template <class T>
-inline void prefetch_rows_ahead(const T* row, std::int64_t inner) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(row) +
-                                                   sizeof(T) * static_cast<std::uintptr_t>(kPrefetchRows * inner)));
+template <class T, class Kernel, class Store>
+void reduce_runs(const MappedArray& in, const AxisLayout& layout, const Kernel& kernel, const Store& out,
+                 const PipelineOptions& options) {
+  reduce_runs<T>(in, layout, kernel, out, options, [&](const ooc::detail::Streams& streams, const Tile& tile) {
+    reduce_whole_runs<T>(streams, in, tile, tile.begin, tile.end, layout.reduce, kernel, out);
+  });
 }
 
 // The accumulators of one slab's row: one per column (inner element), each folded by the
@@ -437,13 +470,6 @@ struct ElementColumns {
   // Row by row instead, the accumulators went through memory and each short row paid a
   // loop's setup.
   void add_rows(const Input* values, std::int64_t inner, std::int64_t rows, std::int64_t row) {
-    if constexpr (requires { Fold::kRowByRow; }) {
-      for (std::int64_t r = 0; r < rows; ++r) {
-        prefetch_rows_ahead(values + r * inner, inner);
-        add_row(values + r * inner, 0, inner, row + r);
-      }
-      return;
-    }
     constexpr std::int64_t kChunk = 8;
     std::int64_t first = 0;
     for (; first + kChunk <= inner; first += kChunk) {
@@ -471,8 +497,8 @@ auto make_columns(const Fold& fold, std::int64_t inner, std::int64_t slab_index)
 }
 
 // The axis does not vary fastest: each output element folds its rows one after another.
-template <class T, class Fold>
-void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold, const Output& out,
+template <class T, class Fold, class Store>
+void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold, const Store& out,
                const PipelineOptions& options) {
   using Input = typename Fold::Input;
   using Columns = decltype(make_columns(fold, 0, 0));
@@ -522,7 +548,7 @@ void fold_rows(const MappedArray& in, const AxisLayout& layout, const Fold& fold
     });
   };
   auto finish = [&](const Columns& columns, std::int64_t slab_index) {
-    for (std::int64_t i = 0; i < inner; ++i) out.put(slab_index * inner + i, columns.finish(i, layout.reduce));
+    for (std::int64_t i = 0; i < inner; ++i) out(slab_index * inner + i, columns.finish(i, layout.reduce));
   };
   std::optional<Columns> running;
   struct Done {};
@@ -584,6 +610,231 @@ void var_along(const MappedArray& in, const AxisLayout& layout, const Var& var, 
   });
 }
 
+// Calls f(kernel, make_fold) with `op`'s full-reduction kernel (for the runs of an axis
+// that varies fastest) and the maker of its fold (for rows along any other axis). Not for
+// var and std (two passes: var_along) nor histogram.
+template <class F>
+void with_axis_reduction(const ReduceOp& op, bool array_result, F&& f) {
+  using Code = ReduceOp::Code;
+  switch (op.code()) {
+    case Code::sum: return f(Sum{}, []<class T>() { return SumFold<T, false>{}; });
+    case Code::nansum: return f(NanSum{}, []<class T>() { return SumFold<T, true>{}; });
+    case Code::prod: return f(Prod{}, []<class T>() { return ProdFold<T>{}; });
+    case Code::mean: return f(Mean{array_result}, [&]<class T>() { return MeanFold<T>{array_result}; });
+    case Code::nanmean: return f(NanMean{}, []<class T>() { return NanMeanFold<T>{}; });
+    case Code::min: return f(Min{}, []<class T>() { return ExtremumFold<T, true, false>{}; });
+    case Code::max: return f(Max{}, []<class T>() { return ExtremumFold<T, false, false>{}; });
+    case Code::nanmin: return f(NanMin{}, []<class T>() { return ExtremumFold<T, true, true>{}; });
+    case Code::nanmax: return f(NanMax{}, []<class T>() { return ExtremumFold<T, false, true>{}; });
+    case Code::argmin: return f(ArgMin{}, []<class T>() { return ArgFold<T, true>{}; });
+    case Code::argmax: return f(ArgMax{}, []<class T>() { return ArgFold<T, false>{}; });
+    case Code::count_nonzero: return f(CountNonzero{}, []<class T>() { return CountFold<T>{}; });
+    case Code::any: return f(Any{}, []<class T>() { return TruthFold<T, false>{}; });
+    case Code::all: return f(All{}, []<class T>() { return TruthFold<T, true>{}; });
+    case Code::norm: return f(Norm{}, []<class T>() { return NormFold<T>{}; });
+    default: throw std::logic_error("no one-pass axis reduction for " + op.name());
+  }
+}
+
+// ---- several reductions along one axis ----------------------------------------------------
+// Every reduction sees every block of one read: the runs of a contiguous axis go through
+// a several::Several of their kernels, the rows of any other axis through SeveralFolds.
+// var and std take their means in that read and their squared deviations in a second.
+
+// f(std::integral_constant<size_t, I>{}) for the index I of the alternative `v` holds.
+template <std::size_t I = 0, class Variant, class F>
+void with_alternative(const Variant& v, F&& f) {
+  if constexpr (I < std::variant_size_v<Variant>) {
+    if (v.index() == I) return f(std::integral_constant<std::size_t, I>{});
+    with_alternative<I + 1>(v, std::forward<F>(f));
+  }
+}
+
+// A reduction of a run (a contiguous axis), whichever it is.
+template <class T>
+using RunKernel = several::OneOf<Scalar, Sum, NanSum, Prod, Mean, NanMean, Min, Max, NanMin, NanMax, ArgMin, ArgMax,
+                                 CountNonzero, Any, All, Norm, VarMeanKernel<var_work_t<T>>,
+                                 VarDeviationKernel<var_work_t<T>>>;
+
+// A fold of rows, whichever it is.
+template <class T>
+using AnyFold = std::variant<SumFold<T, false>, SumFold<T, true>, ProdFold<T>, MeanFold<T>, NanMeanFold<T>,
+                             ExtremumFold<T, true, false>, ExtremumFold<T, false, false>, ExtremumFold<T, true, true>,
+                             ExtremumFold<T, false, true>, ArgFold<T, true>, ArgFold<T, false>, CountFold<T>,
+                             TruthFold<T, false>, TruthFold<T, true>, NormFold<T>, VarMeanFold<T>, VarDeviationFold<T>>;
+
+template <class Folds> struct columns_of;
+template <class... Folds> struct columns_of<std::variant<Folds...>> {
+  using type = std::variant<decltype(make_columns(std::declval<const Folds&>(), std::int64_t{}, std::int64_t{}))...>;
+};
+
+// Several folds as one, for fold_rows: a slab's columns hold each fold's accumulators,
+// and each row goes to every fold, converted to the fold's own input type.
+template <class T>
+struct SeveralFolds {
+  using Input = T;
+  using AnyColumns = typename columns_of<AnyFold<T>>::type;
+  std::vector<AnyFold<T>> folds;
+
+  struct Columns {
+    const SeveralFolds* several;
+    std::vector<AnyColumns> members;
+
+    // f(fold, columns, its input) for every fold, with `values` (n of them) converted.
+    template <class F>
+    void each(const T* values, std::int64_t n, F&& f) {
+      ooc::detail::MemberInputs<T> inputs(values, n);
+      for (std::size_t m = 0; m < members.size(); ++m)
+        with_alternative(members[m], [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+          using Fold = std::variant_alternative_t<I, AnyFold<T>>;
+          f(std::get<I>(several->folds[m]), std::get<I>(members[m]), inputs.template as<typename Fold::Input>().data());
+        });
+    }
+    void add_row(const T* values, std::int64_t first, std::int64_t n, std::int64_t row) {
+      each(values, n, [&](const auto&, auto& columns, const auto* x) { columns.add_row(x, first, n, row); });
+    }
+    void add_rows(const T* values, std::int64_t inner, std::int64_t rows, std::int64_t row) {
+      each(values, inner * rows, [&](const auto&, auto& columns, const auto* x) {
+        if constexpr (requires { columns.add_rows(x, inner, rows, row); }) {
+          columns.add_rows(x, inner, rows, row);
+        } else {
+          for (std::int64_t r = 0; r < rows; ++r) {
+            prefetch_rows_ahead(x + r * inner, inner);
+            columns.add_row(x + r * inner, 0, inner, row + r);
+          }
+        }
+      });
+    }
+    std::vector<Scalar> finish(std::int64_t column, std::int64_t rows) const {
+      std::vector<Scalar> values;
+      values.reserve(members.size());
+      for (const AnyColumns& member : members)
+        std::visit([&](const auto& columns) { values.push_back(columns.finish(column, rows)); }, member);
+      return values;
+    }
+  };
+
+  Columns columns(std::int64_t inner, std::int64_t slab_index) const {
+    Columns c{this, {}};
+    c.members.reserve(folds.size());
+    for (const AnyFold<T>& fold : folds)
+      with_alternative(fold, [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+        c.members.emplace_back(std::in_place_index<I>, make_columns(std::get<I>(fold), inner, slab_index));
+      });
+    return c;
+  }
+};
+
+// Puts each of several results of an output element into its own output.
+struct SeveralOutputs {
+  std::vector<Output> outputs;
+  void operator()(std::int64_t index, const std::vector<Scalar>& values) const {
+    for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k].put(index, values[k]);
+  }
+  void operator()(std::int64_t index, std::vector<several::Outcome<Scalar>>&& outcomes) const {
+    for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k].put(index, several::value_of(std::move(outcomes[k])));
+  }
+};
+
+// The runs of `in` (its element type T) reduced by all the kernels at once.
+template <class T>
+void reduce_runs_together(const MappedArray& in, const AxisLayout& layout, const std::vector<RunKernel<T>>& kernels,
+                          const SeveralOutputs& out, const PipelineOptions& options) {
+  // Tiles of whole runs: a block's worth of runs at a time through each kernel's own loop
+  // (the values stay in cache; one kernel per run at a time would pay a dispatch, a
+  // state and a result per run and kernel: 6x the time of one reduction alone on runs
+  // of 8). Runs larger than a tile: all kernels' states in one, merged in order.
+  const std::int64_t run = layout.reduce;
+  auto whole_runs = [&](const ooc::detail::Streams& streams, const Tile& tile) {
+    const std::int64_t chunk = std::max<std::int64_t>(1, kBlockElements / run) * run;
+    for (std::int64_t at = tile.begin; at < tile.end; at += chunk)
+      for (std::size_t k = 0; k < kernels.size(); ++k)
+        kernels[k].visit([&](const auto& kernel) {
+          reduce_whole_runs<T>(streams, in, tile, at, std::min(tile.end, at + chunk), run, kernel, out.outputs[k]);
+        });
+  };
+  if constexpr (is_floating_v<T>)  // only a float product is taken in order
+    if (several::any_in_order<T>(kernels))
+      return reduce_runs<T>(in, layout, several::Several<T, RunKernel<T>, true>{&kernels, in.path()}, out, options,
+                            whole_runs);
+  reduce_runs<T>(in, layout, several::Several<T, RunKernel<T>, false>{&kernels, in.path()}, out, options, whole_runs);
+}
+
+// The reductions `ops` along the axis of `layout`, into `outputs`: one read, and a second
+// for the squared deviations where var or std is among them. (The second read's kernels
+// are var's alone, never in order: in order, a VarDeviationKernel would start each block
+// from the identity, without its run's mean.)
+template <class T>
+void reduce_along_together(const MappedArray& in, const AxisLayout& layout, std::span<const ReduceOp> ops,
+                           bool array_result, const std::vector<Output>& outputs, const PipelineOptions& options) {
+  using W = var_work_t<T>;
+  using Code = ReduceOp::Code;
+  const bool runs = layout.inner == 1;
+  const std::int64_t count = layout.outer * layout.inner;
+  auto is_var = [](const ReduceOp& op) { return op.code() == Code::var || op.code() == Code::std; };
+  // For float32 and float64 the sum, the mean and var's first pass add the same values in
+  // the same order into the same type (the same block sums of a run; the same row-by-row
+  // fold): one sum serves them all, and the mean and var's means are divided from its
+  // totals as their own runs divide theirs.
+  constexpr bool kSharedSum = std::is_same_v<T, float> || std::is_same_v<T, double>;
+  auto shares_sum = [&](const ReduceOp& op) {
+    return kSharedSum && (op.code() == Code::sum || op.code() == Code::mean || is_var(op));
+  };
+  std::vector<T> hidden_sums;
+  T* sums = nullptr;
+  std::vector<std::vector<W>> means(ops.size());
+  SeveralOutputs first_out, second_out;
+  std::vector<RunKernel<T>> first_runs, second_runs;
+  SeveralFolds<T> first_folds, second_folds;
+  auto add_first = [&](const ReduceOp& op, const Output& out) {
+    first_out.outputs.push_back(out);
+    with_axis_reduction(op, array_result, [&](const auto& kernel, const auto& make_fold) {
+      if (runs) first_runs.emplace_back(kernel);
+      else first_folds.folds.emplace_back(make_fold.template operator()<T>());
+    });
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (shares_sum(ops[i])) {
+      if constexpr (kSharedSum) {
+        if (sums == nullptr) {
+          const auto named = std::find_if(ops.begin(), ops.end(), [](const ReduceOp& op) { return op.code() == Code::sum; });
+          if (named == ops.end()) hidden_sums.resize(static_cast<std::size_t>(count));
+          sums = named == ops.end() ? hidden_sums.data()
+                                    : reinterpret_cast<T*>(outputs[static_cast<std::size_t>(named - ops.begin())].data);
+          add_first(ReduceOp::parse("sum"), Output{dtype_of<T>, reinterpret_cast<std::byte*>(sums)});
+        }
+      }
+    } else if (!is_var(ops[i])) {
+      add_first(ops[i], outputs[i]);
+    }
+    if (is_var(ops[i])) {
+      means[i].resize(static_cast<std::size_t>(count));
+      const Var var{ops[i].params().ddof, ops[i].code() == Code::std};
+      if (!kSharedSum) {
+        first_out.outputs.push_back(Output{dtype_of<W>, reinterpret_cast<std::byte*>(means[i].data())});
+        if (runs) first_runs.emplace_back(VarMeanKernel<W>{});
+        else first_folds.folds.emplace_back(VarMeanFold<T>{});
+      }
+      second_out.outputs.push_back(outputs[i]);
+      if (runs) second_runs.emplace_back(VarDeviationKernel<W>{means[i].data(), var, array_result});
+      else second_folds.folds.emplace_back(VarDeviationFold<T>{means[i].data(), var});
+    }
+  }
+  if (runs) reduce_runs_together<T>(in, layout, first_runs, first_out, options);
+  else fold_rows<T>(in, layout, first_folds, first_out, options);
+  if constexpr (kSharedSum) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].code() == Code::mean)
+        for (std::int64_t j = 0; j < count; ++j) outputs[i].put(j, detail::mean_value<T>(sums[j], layout.reduce, array_result));
+      if (is_var(ops[i]))
+        for (std::int64_t j = 0; j < count; ++j)
+          means[i][static_cast<std::size_t>(j)] = divide_array_by_count<W>(sums[j], layout.reduce);
+    }
+  }
+  if (runs && !second_runs.empty()) reduce_runs_together<T>(in, layout, second_runs, second_out, options);
+  if (!runs && !second_folds.folds.empty()) fold_rows<T>(in, layout, second_folds, second_out, options);
+}
+
 }  // namespace
 
 DType ReduceOp::result_dtype(DType input) const {
@@ -617,40 +868,11 @@ void ReduceOp::run_axis(const MappedArray& in, int axis, std::span<std::byte> ou
     throw UsageError(in.path(), "the output buffer does not fit the reduced shape");
   const bool array_result = in.ndim() >= 2;  // a 1-d array reduces to a scalar, divided as one
   try {
-    switch (code_) {
-      case Code::sum: return reduce_along(in, layout, Sum{}, []<class T>() { return SumFold<T, false>{}; }, output, options);
-      case Code::nansum:
-        return reduce_along(in, layout, NanSum{}, []<class T>() { return SumFold<T, true>{}; }, output, options);
-      case Code::prod: return reduce_along(in, layout, Prod{}, []<class T>() { return ProdFold<T>{}; }, output, options);
-      case Code::mean:
-        return reduce_along(in, layout, Mean{array_result}, [&]<class T>() { return MeanFold<T>{array_result}; },
-                            output, options);
-      case Code::nanmean:
-        return reduce_along(in, layout, NanMean{}, []<class T>() { return NanMeanFold<T>{}; }, output, options);
-      case Code::min:
-        return reduce_along(in, layout, Min{}, []<class T>() { return ExtremumFold<T, true, false>{}; }, output, options);
-      case Code::max:
-        return reduce_along(in, layout, Max{}, []<class T>() { return ExtremumFold<T, false, false>{}; }, output, options);
-      case Code::nanmin:
-        return reduce_along(in, layout, NanMin{}, []<class T>() { return ExtremumFold<T, true, true>{}; }, output, options);
-      case Code::nanmax:
-        return reduce_along(in, layout, NanMax{}, []<class T>() { return ExtremumFold<T, false, true>{}; }, output, options);
-      case Code::argmin:
-        return reduce_along(in, layout, ArgMin{}, []<class T>() { return ArgFold<T, true>{}; }, output, options);
-      case Code::argmax:
-        return reduce_along(in, layout, ArgMax{}, []<class T>() { return ArgFold<T, false>{}; }, output, options);
-      case Code::var: case Code::std: {
-        return var_along(in, layout, Var{params_.ddof, code_ == Code::std}, array_result, output, options);
-      }
-      case Code::count_nonzero:
-        return reduce_along(in, layout, CountNonzero{}, []<class T>() { return CountFold<T>{}; }, output, options);
-      case Code::any:
-        return reduce_along(in, layout, Any{}, []<class T>() { return TruthFold<T, false>{}; }, output, options);
-      case Code::all:
-        return reduce_along(in, layout, All{}, []<class T>() { return TruthFold<T, true>{}; }, output, options);
-      case Code::norm: return reduce_along(in, layout, Norm{}, []<class T>() { return NormFold<T>{}; }, output, options);
-      case Code::histogram: default: break;
-    }
+    if (code_ == Code::var || code_ == Code::std)
+      return var_along(in, layout, Var{params_.ddof, code_ == Code::std}, array_result, output, options);
+    with_axis_reduction(*this, array_result, [&](const auto& kernel, const auto& make_fold) {
+      reduce_along(in, layout, kernel, make_fold, output, options);
+    });
   } catch (...) {
     ooc::detail::rethrow_naming(in.path());
   }
@@ -677,6 +899,45 @@ ReducedArray reduce_axis(const MappedArray& in, int axis, const kernels::ReduceO
   result.bytes.resize(static_cast<std::size_t>(count) * static_cast<std::size_t>(result.dtype.itemsize()));
   op.run_axis(in, k, result.bytes, options);
   return result;
+}
+
+AxisReductions reduce_axis_together(const MappedArray& in, int axis, std::span<const kernels::ReduceOp> ops,
+                                    const PipelineOptions& options) {
+  if (ops.empty()) throw UsageError(in.path(), "no reduction to take");
+  for (const kernels::ReduceOp& op : ops)
+    if (op.code() == kernels::ReduceOp::Code::histogram)
+      throw UsageError(in.path(), "histogram takes no axis (numpy's has none)", "axis");
+  int k = 0;
+  try {
+    k = kernels::normalize_axis(axis, in.ndim());
+  } catch (const UsageError& e) {
+    throw UsageError(in.path(), e.problem());
+  }
+  const kernels::AxisLayout layout = kernels::axis_layout(in.shape(), in.order(), k);
+  AxisReductions answer;
+  std::vector<kernels::Output> outputs;
+  for (const kernels::ReduceOp& op : ops) {
+    ReducedArray& result = answer.arrays.emplace_back();
+    result.dtype = op.result_dtype(in.dtype());
+    result.order = in.order();
+    result.shape = kernels::drop_axis(in.shape(), k);
+    result.bytes.resize(static_cast<std::size_t>(layout.outer * layout.inner) * static_cast<std::size_t>(result.dtype.itemsize()));
+  }
+  for (ReducedArray& result : answer.arrays) outputs.push_back(kernels::Output{result.dtype, result.bytes.data()});
+  if (layout.reduce == 0) {  // every element is the empty reduction: nothing to read
+    for (std::size_t i = 0; i < ops.size(); ++i) ops[i].run_axis(in, k, answer.arrays[i].bytes, options);
+    return answer;
+  }
+  const PipelineOptions counted = kernels::several::counting_reads(options, answer.passes);
+  const bool array_result = in.ndim() >= 2;  // a 1-d array reduces to a scalar, divided as one
+  try {
+    visit_dtype(in.dtype(), [&]<class T>(std::type_identity<T>) {
+      kernels::reduce_along_together<T>(in, layout, ops, array_result, outputs, counted);
+    });
+  } catch (...) {
+    ooc::detail::rethrow_naming(in.path());
+  }
+  return answer;
 }
 
 }  // namespace ooc

@@ -220,6 +220,8 @@ const char* ufunc_name(Ufunc f) {
     case Ufunc::multiply: return "multiply";
     case Ufunc::divide: return "true_divide";
     case Ufunc::power: return "power";
+    case Ufunc::maximum: return "maximum";
+    case Ufunc::minimum: return "minimum";
     case Ufunc::less: return "less";
     case Ufunc::less_equal: return "less_equal";
     case Ufunc::greater: return "greater";
@@ -386,6 +388,23 @@ void run_typed(Ufunc f, std::span<const LoopInput> in, void* out_bytes, std::int
       else if constexpr (is_floating_v<C>) return map([](C a, C b) { return via_float(a, [b](auto v) { return std::pow(v, static_cast<decltype(v)>(b)); }); });
       else if constexpr (!std::is_same_v<C, bool>) return map([](C a, C b) { return integer_power(a, b); });
       break;  // no bool loop
+    case Ufunc::maximum:
+    case Ufunc::minimum: {
+      // numpy 1.24's loops, on every SIMD path: a NaN in either wins (the first if both),
+      // and of two equal values (0.0 and -0.0) float64 and float32 give the second,
+      // float16 (npy_half_ge, npy_half_le) the first.
+      const bool max = f == Ufunc::maximum;
+      if constexpr (std::is_same_v<C, bool>) {
+        map([max](bool a, bool b) { return max ? a || b : a && b; });
+      } else if constexpr (std::is_same_v<C, half>) {
+        map([max](C a, C b) { return is_nan(a) || (max ? a >= b : a <= b) ? a : b; });
+      } else if constexpr (is_floating_v<C>) {
+        map([max](C a, C b) { return is_nan(a) || (max ? a > b : a < b) ? a : b; });
+      } else {
+        map([max](C a, C b) { return (max ? a > b : a < b) ? a : b; });
+      }
+      return;
+    }
     case Ufunc::less: compare([](C a, C b) { return a < b; }); return;
     case Ufunc::less_equal: compare([](C a, C b) { return a <= b; }); return;
     case Ufunc::greater: compare([](C a, C b) { return a > b; }); return;

@@ -1,17 +1,73 @@
 #include "ooc/kernels/reductions.hpp"
 
+#include "several.hpp"
+
 #include "ooc/error.hpp"
 #include "ooc/kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <optional>
+#include <span>
 #include <tuple>
 #include <utility>
+#include <variant>
+#include <vector>
 
 namespace ooc::kernels {
 
 // ---- Moments (var, std) -------------------------------------------------------------
+
+namespace {
+
+// pairwise_sum's steps, over the deviations d = a[i] - mean and over their squares d * d
+// at once: the two sums pairwise_sum gives of arrays of them, in one traversal of `a`
+// and none of a stored copy (with sum, mean, min and max beside it, var's block moments
+// were the largest part of the work: five traversals, two of them stores).
+void pairwise_deviation_sums(const double* a, std::int64_t n, double mean, double& sum, double& squares) {
+  if (n < 8) {
+    sum = 0;
+    squares = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = a[i] - mean;
+      sum += d;
+      squares += d * d;
+    }
+    return;
+  }
+  if (n <= 128) {
+    // pairwise_sum's eight accumulators, as lanes (the loop vectorises; each lane's sums
+    // are the same IEEE operations in the same order).
+    using Lanes = Eigen::Array<double, 8, 1>;
+    Lanes r = Eigen::Map<const Lanes>(a) - mean;
+    Lanes q = r * r;
+    std::int64_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      const Lanes d = Eigen::Map<const Lanes>(a + i) - mean;
+      r += d;
+      q += d * d;
+    }
+    sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    squares = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+    for (; i < n; ++i) {
+      const double d = a[i] - mean;
+      sum += d;
+      squares += d * d;
+    }
+    return;
+  }
+  std::int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  double sum_left, squares_left, sum_right, squares_right;
+  pairwise_deviation_sums(a, n2, mean, sum_left, squares_left);
+  pairwise_deviation_sums(a + n2, n - n2, mean, sum_right, squares_right);
+  sum = sum_left + sum_right;
+  squares = squares_left + squares_right;
+}
+
+}  // namespace
 
 Moments Moments::of_block(const ConstArrayMap<double>& x) {
   const std::int64_t n = x.size();
@@ -20,11 +76,8 @@ Moments Moments::of_block(const ConstArrayMap<double>& x) {
   const double count = static_cast<double>(n);
   block.count = n;
   block.mean = pairwise_sum<double>(x.data(), n) / count;
-  double* deviations = reinterpret_cast<double*>(ooc::detail::scratch(ooc::detail::ScratchSlot::kernel_second, sizeof(double) * static_cast<std::size_t>(n)));
-  for (std::int64_t i = 0; i < n; ++i) deviations[i] = x[i] - block.mean;
-  const double deviation_sum = pairwise_sum<double>(deviations, n);
-  for (std::int64_t i = 0; i < n; ++i) deviations[i] *= deviations[i];
-  block.m2 = pairwise_sum<double>(deviations, n);
+  double deviation_sum = 0;
+  pairwise_deviation_sums(x.data(), n, block.mean, deviation_sum, block.m2);
   // Where the values or their sum overflowed the sum of deviations is infinite or NaN,
   // and the variance is already what numpy's is (infinite, or NaN).
   if (std::isfinite(deviation_sum)) {
@@ -223,21 +276,31 @@ Scalar ReduceOp::run(const MappedArray& in, const PipelineOptions& options) cons
   return with_kernel(in.shape(), in.order(), [&](const auto& kernel) -> Scalar { return reduce(in, kernel, options); });
 }
 
-HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions& options) const {
+namespace {
+
+// A reduction's value as the Python number numpy takes a histogram bound as.
+PyScalar python_number(const Scalar& s) {
+  switch (s.dtype().kind()) {
+    case Kind::floating: return PyScalar::of_double(s.as_double());
+    case Kind::unsigned_int: return PyScalar::of_uint(s.as<std::uint64_t>());
+    default: return PyScalar::of_int(s.as<std::int64_t>());
+  }
+}
+
+// Whether np.histogram(in) must first find the data's min and max: no range given, and
+// some data (an empty array's default range is [0, 1]).
+bool needs_extremes(const ReduceParams& params, const MappedArray& in) { return !params.range && in.size() > 0; }
+
+// The histogram of `in` with `params`' bins and range, or (where needs_extremes) over the
+// data's `extremes`, min and max, as numpy's default range.
+Histogram histogram_kernel(const ReduceParams& params, const MappedArray& in,
+                           const std::optional<std::pair<Scalar, Scalar>>& extremes) {
   PyScalar lo = PyScalar::of_int(0), hi = PyScalar::of_int(1);
-  if (params_.range) {
-    std::tie(lo, hi) = *params_.range;
-  } else if (in.size() > 0) {
-    // numpy's default range: the data's min and max, as Python numbers.
-    auto python = [](const Scalar& s) {
-      switch (s.dtype().kind()) {
-        case Kind::floating: return PyScalar::of_double(s.as_double());
-        case Kind::unsigned_int: return PyScalar::of_uint(s.as<std::uint64_t>());
-        default: return PyScalar::of_int(s.as<std::int64_t>());
-      }
-    };
-    lo = python(reduce(in, Min{}, options));
-    hi = python(reduce(in, Max{}, options));
+  if (params.range) {
+    std::tie(lo, hi) = *params.range;
+  } else if (extremes) {
+    lo = python_number(extremes->first);
+    hi = python_number(extremes->second);
     if (!std::isfinite(lo.as_double()) || !std::isfinite(hi.as_double()))
       throw Error(in.path(), "histogram: autodetected range of [" + format_float(lo.as_double(), 8) + ", " +
                                  format_float(hi.as_double(), 8) + "] is not finite");
@@ -252,9 +315,21 @@ HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions
   double width = hi.as_double() - lo.as_double();
   if (lo.is_integer && hi.is_integer) width = static_cast<double>(static_cast<std::uint64_t>(hi.as_int128() - lo.as_int128()));
   const DType edges = Histogram::edge_dtype(in.dtype(), lo, hi);
-  Histogram histogram(params_.bins, lo.as_double(), hi.as_double(), edges, width);
+  Histogram histogram(params.bins, lo.as_double(), hi.as_double(), edges, width);
   histogram.compare_exactly(in.dtype(), lo, hi);
-  return reduce(in, histogram, options);
+  return histogram;
+}
+
+}  // namespace
+
+HistogramResult ReduceOp::histogram(const MappedArray& in, const PipelineOptions& options) const {
+  std::optional<std::pair<Scalar, Scalar>> extremes;
+  if (needs_extremes(params_, in)) {
+    // numpy's default range: the data's min and max, found in one read.
+    auto [lo, hi] = reduce(in, Min{}, Max{}, options);
+    extremes.emplace(lo, hi);
+  }
+  return reduce(in, histogram_kernel(params_, in, extremes), options);
 }
 
 }  // namespace ooc::kernels
@@ -278,5 +353,111 @@ template detail::reduce_result_t<kernels::NanMean> reduce(const MappedArray&, co
 template detail::reduce_result_t<kernels::NanMin> reduce(const MappedArray&, const kernels::NanMin&, const PipelineOptions&);
 template detail::reduce_result_t<kernels::NanMax> reduce(const MappedArray&, const kernels::NanMax&, const PipelineOptions&);
 template detail::reduce_result_t<kernels::Norm> reduce(const MappedArray&, const kernels::Norm&, const PipelineOptions&);
+
+}  // namespace ooc
+
+namespace ooc {
+
+namespace {
+
+using kernels::histogram_kernel;
+using kernels::needs_extremes;
+using kernels::Reduction;
+using kernels::ReduceOp;
+// A whole-array reduction of several, whatever its name.
+using Member = kernels::several::OneOf<Reduction, kernels::Sum, kernels::Prod, kernels::Mean, kernels::Min, kernels::Max,
+                                       kernels::ArgMin, kernels::ArgMax, kernels::Var, kernels::CountNonzero,
+                                       kernels::Any, kernels::All, kernels::NanSum, kernels::NanMean, kernels::NanMin,
+                                       kernels::NanMax, kernels::Norm, kernels::Histogram>;
+using Outcome = kernels::several::Outcome<Reduction>;
+// member_of's marks: a histogram counted in the second read; a mean divided from the sum.
+constexpr std::size_t kSecondRead = SIZE_MAX, kDerived = SIZE_MAX - 1;
+
+}  // namespace
+
+Reductions reduce_together(const MappedArray& in, std::span<const ReduceOp> ops, const PipelineOptions& options) {
+  if (ops.empty()) throw UsageError(in.path(), "no reduction to take");
+  Reductions answer;
+  const PipelineOptions counted = kernels::several::counting_reads(options, answer.passes);
+  // The first read: every reduction but the histograms that need the data's range first,
+  // and, for those, the data's min and max (the last two members).
+  std::vector<Member> members;
+  std::vector<std::size_t> member_of(ops.size());  // ops[i]'s member in the first read
+  bool extremes_needed = false;
+  // float32 and float64: the mean's state is the sum's (the same block sums, added into a
+  // total of the same type), so beside a sum the mean is divided from its total.
+  const auto sum_op = std::find_if(ops.begin(), ops.end(), [](const ReduceOp& op) { return op.code() == ReduceOp::Code::sum; });
+  const bool mean_from_sum = sum_op != ops.end() && in.dtype().kind() == Kind::floating && in.dtype().itemsize() >= 4;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    member_of[i] = members.size();
+    if (mean_from_sum && ops[i].code() == ReduceOp::Code::mean) {
+      member_of[i] = kDerived;
+    } else if (ops[i].code() != ReduceOp::Code::histogram) {
+      ops[i].with_kernel(in.shape(), in.order(), [&](const auto& kernel) { members.emplace_back(kernel); });
+    } else if (needs_extremes(ops[i].params(), in)) {
+      extremes_needed = true;
+      member_of[i] = kSecondRead;
+    } else {
+      members.emplace_back(histogram_kernel(ops[i].params(), in, std::nullopt));
+    }
+  }
+  const std::size_t min_member = members.size();
+  if (extremes_needed) {
+    members.emplace_back(kernels::Min{});
+    members.emplace_back(kernels::Max{});
+  }
+  try {
+    std::vector<Outcome> first = visit_dtype(in.dtype().native(), [&]<class T>(std::type_identity<T>) {
+      return kernels::several::reduce_all<T>(in, members, counted);
+    });
+    std::vector<Outcome> outcomes(ops.size(), Outcome(std::in_place_index<1>));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (member_of[i] == kDerived) {
+        const Scalar total = std::get<Scalar>(std::get<0>(first[member_of[static_cast<std::size_t>(sum_op - ops.begin())]]));
+        outcomes[i] = visit_dtype(in.dtype().native(), [&]<class T>(std::type_identity<T>) -> Outcome {
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+            return Reduction(kernels::detail::mean_value<T>(total.as<T>(), in.size(), false));
+          else
+            throw std::logic_error("a mean is divided from a float sum only");
+        });
+      } else if (member_of[i] != kSecondRead) {
+        outcomes[i] = first[member_of[i]];
+      }
+    }
+    if (extremes_needed) {
+      // The second read: the histograms over the data's range, unless a reduction before
+      // the first of them failed (that error is the answer, as the first of separate runs).
+      std::vector<std::size_t> pending;
+      std::vector<Member> histograms;
+      using kernels::several::value_of;
+      const std::pair<Scalar, Scalar> extremes{std::get<Scalar>(value_of(std::move(first[min_member]))),
+                                               std::get<Scalar>(value_of(std::move(first[min_member + 1])))};
+      bool failed_before = false;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (member_of[i] != kSecondRead) {
+          failed_before = failed_before || (pending.empty() && outcomes[i].index() == 1);
+          continue;
+        }
+        try {
+          histograms.emplace_back(histogram_kernel(ops[i].params(), in, extremes));
+          pending.push_back(i);
+        } catch (...) {
+          outcomes[i] = ooc::detail::current_exception_naming(in.path());
+          if (pending.empty()) failed_before = true;
+        }
+      }
+      if (!histograms.empty() && !failed_before) {
+        std::vector<Outcome> second = visit_dtype(in.dtype().native(), [&]<class T>(std::type_identity<T>) {
+          return kernels::several::reduce_all<T>(in, histograms, counted);
+        });
+        for (std::size_t k = 0; k < pending.size(); ++k) outcomes[pending[k]] = std::move(second[k]);
+      }
+    }
+    for (Outcome& outcome : outcomes) answer.values.push_back(kernels::several::value_of(std::move(outcome)));
+  } catch (...) {
+    ooc::detail::rethrow_naming(in.path());
+  }
+  return answer;
+}
 
 }  // namespace ooc

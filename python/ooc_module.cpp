@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 namespace py = pybind11;
@@ -35,13 +36,27 @@ namespace py = pybind11;
 namespace {
 
 // An array as Python names it: what map_file takes ("x.npy", "run.h5:/p", "x.npy[::5]"),
-// then selections applied one after another (ooc.Array.__getitem__ of a selection).
+// then selections applied one after another (ooc.Array.__getitem__ of a selection); or
+// the values of a lazy expression (eval's `expression`, its `names` bound to the arrays
+// `bound`), computed as they are read (ooc::kernels::map_expression).
 struct Source {
   std::string path;
   std::vector<std::string> selections;
+  std::string expression;
+  std::vector<std::string> names;
+  std::vector<Source> bound;
 };
 
 ooc::MappedArray open_source(const Source& source, ooc::Access access = ooc::Access::read_only) {
+  if (!source.expression.empty()) {
+    if (access != ooc::Access::read_only) throw ooc::UsageError(source.path, "a lazy expression cannot be modified in place");
+    std::vector<ooc::MappedArray> arrays;
+    for (const Source& bound : source.bound) {
+      arrays.push_back(open_source(bound));
+      ooc::check_not_in_place(arrays.back());
+    }
+    return ooc::kernels::map_expression(source.expression, source.names, std::move(arrays), source.path);
+  }
   ooc::MappedArray array = ooc::map_file(source.path, access);
   for (const std::string& selection : source.selections) array = std::move(array).select(selection);
   return array;
@@ -273,6 +288,27 @@ void prepare_input(const ooc::MappedArray& array, ooc::PipelineOptions& options)
   options.tile_bytes = ooc::tile_bytes_spanning(array, options.tile_bytes);
 }
 
+// copy onto the array it reads (through any name of its file, or the same HDF5
+// dataset) is refused before anything is made; another dataset of its HDF5 file is a
+// new array. An expression's arrays are each its input.
+void refuse_copy_onto_input(const Source& source, const std::string& out) {
+  for (const Source& bound : source.bound) refuse_copy_onto_input(bound, out);
+  if (!source.expression.empty()) return;
+  auto dataset_name = [](const std::string& dataset) {
+    std::string name;
+    for (char c : dataset)
+      if (c != '/' || name.empty() || name.back() != '/') name += c;
+    if (name.size() > 1 && name.back() == '/') name.pop_back();
+    return name.empty() || name[0] != '/' ? "/" + name : name;
+  };
+  const ooc::ArrayPath in = ooc::ArrayPath::parse(source.path);
+  const ooc::ArrayPath to = ooc::ArrayPath::parse(out);
+  std::error_code ec;
+  if (!std::filesystem::equivalent(in.file, to.file, ec)) return;
+  if (in.in_hdf5() && to.in_hdf5() && dataset_name(in.dataset) != dataset_name(to.dataset)) return;
+  throw ooc::UsageError(out, "copy: the output is the input " + source.path + " (copy writes a new array)");
+}
+
 void check_not_input(const std::string& input, const std::string& out) {
   std::error_code ec;
   if (std::filesystem::equivalent(input, out, ec))
@@ -382,6 +418,16 @@ py::object reduce_axis(const Source& source, const std::string& name, std::int64
   return result;
 }
 
+// np.histogram's (counts, edges): int64 counts, edges in their dtype.
+py::tuple histogram_arrays(const ooc::kernels::HistogramResult& h) {
+  py::array_t<std::int64_t> counts(static_cast<py::ssize_t>(h.counts.size()));
+  std::memcpy(counts.mutable_data(), h.counts.data(), h.counts.size() * sizeof(std::int64_t));
+  py::array edges = new_array(h.edge_dtype, {static_cast<std::int64_t>(h.edges.size())}, ooc::Order::c);
+  ooc::convert(ooc::dtype_of<double>, h.edges.data(), h.edge_dtype, edges.mutable_data(),
+               static_cast<std::int64_t>(h.edges.size()));
+  return py::make_tuple(counts, edges);
+}
+
 py::tuple histogram(const Source& source, std::int64_t bins, const py::object& range, const CallOptions& call,
                     const py::object& progress) {
   ooc::kernels::ReduceParams params;
@@ -399,12 +445,67 @@ py::tuple histogram(const Source& source, std::int64_t bins, const py::object& r
     prepare_input(a, options);
     h = op.histogram(a, options);
   });
-  py::array_t<std::int64_t> counts(static_cast<py::ssize_t>(h.counts.size()));
-  std::memcpy(counts.mutable_data(), h.counts.data(), h.counts.size() * sizeof(std::int64_t));
-  py::array edges = new_array(h.edge_dtype, {static_cast<std::int64_t>(h.edges.size())}, ooc::Order::c);
-  ooc::convert(ooc::dtype_of<double>, h.edges.data(), h.edge_dtype, edges.mutable_data(),
-               static_cast<std::int64_t>(h.edges.size()));
-  return py::make_tuple(counts, edges);
+  return histogram_arrays(h);
+}
+
+// ooc.reduce: several reductions over one read (two where numpy's var/std along an axis,
+// or a histogram without a range, needs two), as a list of what each one's own call
+// returns: numpy scalars, (counts, edges), or with an axis numpy arrays.
+py::list reduce_together(const Source& source, const std::vector<std::string>& names, std::int64_t ddof,
+                         std::int64_t bins, const py::object& range, const std::optional<int>& axis,
+                         const CallOptions& call, const py::object& progress) {
+  ooc::kernels::ReduceParams params;
+  params.ddof = ddof;
+  params.bins = bins;
+  if (!range.is_none()) {
+    const py::sequence bounds = range.cast<py::sequence>();
+    if (bounds.size() != 2) throw ooc::UsageError("histogram: range must be (lo, hi)");
+    params.range = {python_number(bounds[0]), python_number(bounds[1])};
+  }
+  std::vector<ooc::kernels::ReduceOp> ops;
+  for (const std::string& name : names) ops.push_back(ooc::kernels::ReduceOp::parse(name, params));
+  if (axis) {
+    // The results are made in memory: each must fit, as an axis reduction's numpy array must.
+    std::uint64_t bytes = 0;
+    {
+      py::gil_scoped_release nogil;
+      const ooc::MappedArray a = open_source(source);
+      int normalized = 0;
+      try {
+        normalized = ooc::kernels::normalize_axis(*axis, a.ndim());
+      } catch (const ooc::UsageError& e) {
+        throw ooc::UsageError(a.path(), e.problem());
+      }
+      const std::int64_t count = *ooc::element_count(ooc::kernels::drop_axis(a.shape(), normalized));
+      for (const auto& op : ops)
+        if (op.code() != ooc::kernels::ReduceOp::Code::histogram)
+          bytes += static_cast<std::uint64_t>(count) * static_cast<std::uint64_t>(op.result_dtype(a.dtype()).itemsize());
+    }
+    require_memory(bytes, "reductions along axis " + std::to_string(*axis));
+  }
+  ooc::Reductions full;
+  ooc::AxisReductions along;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    if (axis) along = ooc::reduce_axis_together(a, *axis, ops, options);
+    else full = ooc::reduce_together(a, ops, options);
+  });
+  py::list values;
+  if (axis) {
+    for (const ooc::ReducedArray& r : along.arrays) {
+      py::array array = new_array(r.dtype, r.shape, r.order);
+      std::memcpy(array.mutable_data(), r.bytes.data(), r.bytes.size());
+      values.append(array);
+    }
+  } else {
+    for (const ooc::kernels::Reduction& r : full.values) {
+      if (const auto* h = std::get_if<ooc::kernels::HistogramResult>(&r)) values.append(histogram_arrays(*h));
+      else values.append(numpy_scalar(std::get<ooc::Scalar>(r)));
+    }
+  }
+  return values;
 }
 
 // apply: into `out`, or in place (journalled unless journal=False). Returns the path
@@ -450,6 +551,44 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
     }
   });
   return written;
+}
+
+// copy: the array into the new file `out` as np.save(out, a) writes it (its dtype, byte
+// order included, shape and memory order), chunked and compressed where asked.
+void copy(const Source& source, const std::string& out, bool overwrite, const std::optional<std::string>& chunks,
+          const std::optional<std::string>& compression, bool shuffle, const CallOptions& call,
+          const py::object& progress) {
+  std::optional<ooc::Compression> how;
+  if (chunks || compression || shuffle) {
+    how.emplace();
+    if (compression) how->parse_codec(*compression);
+    how->shuffle = shuffle;
+    if (chunks && *chunks != "auto") {
+      const std::string& rows = *chunks;
+      if (rows.empty() || rows.size() > 15 || rows.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoll(rows) == 0)
+        throw ooc::UsageError(out, "chunks=" + rows + ": give a number of rows (of the first axis) or \"auto\"");
+      how->chunk_rows = std::stoll(rows);
+    }
+  }
+  run_watched(progress, [&](Run& run) {
+    refuse_copy_onto_input(source, out);
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    const auto op = ooc::kernels::ElementwiseOp::parse("cast:" + a.dtype().descr());
+    write_output(out, [&] {
+      if (how && !ooc::ArrayPath::parse(out).in_hdf5())
+        throw ooc::UsageError(out, "chunks=, compression= and shuffle= make HDF5 datasets: name the output "
+                                   "FILE.h5:/dataset");
+      if (how && a.order() == ooc::Order::fortran && a.ndim() > 1)
+        throw ooc::UsageError(out, "HDF5 datasets are stored in C order; a Fortran-order array cannot be written to one");
+      ooc::MappedArray file = how ? ooc::create_compressed(out, a.dtype(), a.shape(), *how, overwrite)
+                                  : ooc::create_array(out, a.dtype(), a.shape(), a.order(), overwrite);
+      op.apply(a, file, options);
+      commit_unless_cancelled(file, run);
+    });
+  });
 }
 
 // eval: a numpy scalar for a reduction, else a numpy array, or None once written to `out`.
@@ -505,6 +644,8 @@ void export_text(const Source& source, const std::string& text_path, const std::
   if (text.delimiter == 0) throw ooc::UsageError(text_path, "delimiter: one character");
   text.fmt = fmt;
   text.header = header;
+  if (!source.expression.empty())
+    throw ooc::UsageError(text_path, "export_text of a lazy expression: write it with ooc.copy(expression, out=...) first");
   // export_text opens the array by its text, where one selection can ride along.
   if (source.selections.size() > 1)
     throw ooc::UsageError(source.path, "export of a selection of a selection: select once, or write it out first");
@@ -775,6 +916,101 @@ py::object map_blocks(const py::function& f, const std::vector<Source>& sources,
   return results;
 }
 
+// gram, cov, corrcoef, qr (R), svd (s) (ooc::linalg, as oocrun linalg): the result as a new numpy array
+// and numpy's RuntimeWarnings for it, which the ooc package raises.
+py::tuple linalg(const Source& source, const std::string& op, bool rowvar, bool bias,
+                 const std::optional<std::int64_t>& ddof, const CallOptions& call, const py::object& progress) {
+  ooc::linalg::Matrix result;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    if (op == "gram") {
+      result = ooc::linalg::gram(a, options);
+    } else if (op == "qr") {
+      result = ooc::linalg::qr_r(a, options);
+    } else if (op == "svd") {
+      result = ooc::linalg::singular_values(a, options);
+    } else if (op == "cov") {
+      ooc::linalg::CovOptions how;
+      how.rowvar = rowvar;
+      how.bias = bias;
+      how.ddof = ddof;
+      result = ooc::linalg::cov(a, how, options);
+    } else {
+      result = ooc::linalg::corrcoef(a, rowvar, options);
+    }
+  });
+  const std::vector<std::byte> bytes = result.bytes();
+  py::array values = new_array(result.dtype, result.shape, ooc::Order::c);
+  if (!bytes.empty()) std::memcpy(values.mutable_data(), bytes.data(), bytes.size());
+  return py::make_tuple(values, py::cast(result.warnings));
+}
+
+// x @ w (ooc::linalg::matmul, as oocrun matmul), w a C-contiguous numpy array: a new
+// numpy array, or None once written to the file `out`.
+py::object matmul(const Source& source, const py::array& w, const std::optional<std::string>& out, bool overwrite,
+                  const CallOptions& call, const py::object& progress) {
+  const ooc::linalg::InMemory weights{static_cast<const std::byte*>(w.data()),
+                                      ooc::DType::parse(py::str(w.dtype().attr("str")).cast<std::string>()),
+                                      ooc::Shape(w.shape(), w.shape() + w.ndim()), ooc::Order::c};
+  ooc::Shape shape;
+  ooc::DType dtype = weights.dtype;
+  {
+    py::gil_scoped_release nogil;
+    const ooc::MappedArray a = open_source(source);
+    shape = ooc::linalg::matmul_shape(a, weights.shape);
+    dtype = ooc::linalg::matmul_dtype(a.dtype(), weights.dtype);
+  }
+  py::object result = py::none();
+  std::byte* into = nullptr;
+  if (!out) {
+    const std::int64_t bytes = ooc::byte_count(shape, dtype.itemsize()).value_or(-1);
+    require_memory(static_cast<std::uint64_t>(bytes), "the matmul result");
+    py::array values = new_array(dtype, shape, ooc::Order::c);
+    into = static_cast<std::byte*>(values.mutable_data());
+    result = values;
+  }
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    if (!out) {
+      const std::size_t bytes = static_cast<std::size_t>(*ooc::element_count(shape)) * dtype.itemsize();
+      ooc::linalg::matmul(a, weights, std::span<std::byte>(into, bytes), options);
+      return;
+    }
+    check_not_input(source.path, *out);
+    write_output(*out, [&] {
+      ooc::MappedArray file = ooc::create_array(*out, dtype, shape, ooc::Order::c, overwrite);
+      ooc::linalg::matmul(a, weights, file.writable_bytes(), options);
+      commit_unless_cancelled(file, run);
+    });
+  });
+  return result;
+}
+
+// np.linalg.lstsq's four results (ooc::linalg::lstsq, as oocrun linalg lstsq).
+py::tuple lstsq(const Source& x_source, const Source& y_source, const std::optional<double>& rcond,
+                const CallOptions& call, const py::object& progress) {
+  std::optional<ooc::linalg::LeastSquares> fit;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray x = open_source(x_source);
+    const ooc::MappedArray y = open_source(y_source);
+    ooc::PipelineOptions options = run.pipeline(call, x.dtype().itemsize());
+    prepare_input(x, options);
+    ooc::check_not_in_place(y);
+    fit = ooc::linalg::lstsq(x, y, rcond, options);
+  });
+  auto array = [](const ooc::linalg::Matrix& m) {
+    const std::vector<std::byte> bytes = m.bytes();
+    py::array values = new_array(m.dtype, m.shape, ooc::Order::c);
+    if (!bytes.empty()) std::memcpy(values.mutable_data(), bytes.data(), bytes.size());
+    return values;
+  };
+  return py::make_tuple(array(fit->solution), array(fit->residuals), fit->rank, array(fit->singular_values));
+}
+
 std::string one_line(std::string text) {
   for (char& c : text)
     if (c == '\n' || c == '\r') c = ' ';
@@ -821,7 +1057,17 @@ PYBIND11_MODULE(_ooc, m) {
   });
 
   py::class_<Source>(m, "Source")
-      .def(py::init<std::string, std::vector<std::string>>(), py::arg("path"), py::arg("selections"))
+      .def(py::init([](std::string path, std::vector<std::string> selections) {
+             return Source{std::move(path), std::move(selections), {}, {}, {}};
+           }),
+           py::arg("path"), py::arg("selections"))
+      .def_static(
+          "of_expression",
+          [](const std::string& text, std::vector<std::string> names, std::vector<Source> bound, std::string label) {
+            if (text.empty()) throw ooc::UsageError("eval: an empty expression");
+            return Source{std::move(label), {}, text, std::move(names), std::move(bound)};
+          },
+          py::arg("text"), py::arg("names"), py::arg("bound"), py::arg("label"))
       .def_readonly("path", &Source::path)
       .def_readonly("selections", &Source::selections);
   py::class_<CallOptions>(m, "CallOptions");
@@ -831,10 +1077,14 @@ PYBIND11_MODULE(_ooc, m) {
   m.def("reduce", &reduce, py::arg("source"), py::arg("op"), py::arg("ddof"), py::arg("options"), py::arg("progress"));
   m.def("reduce_axis", &reduce_axis, py::arg("source"), py::arg("op"), py::arg("ddof"), py::arg("axis"),
         py::arg("out"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("reduce_together", &reduce_together, py::arg("source"), py::arg("ops"), py::arg("ddof"), py::arg("bins"),
+        py::arg("range"), py::arg("axis"), py::arg("options"), py::arg("progress"));
   m.def("histogram", &histogram, py::arg("source"), py::arg("bins"), py::arg("range"), py::arg("options"),
         py::arg("progress"));
   m.def("apply", &apply, py::arg("op"), py::arg("source"), py::arg("out"), py::arg("inplace"), py::arg("journal"),
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("copy", &copy, py::arg("source"), py::arg("out"), py::arg("overwrite"), py::arg("chunks"),
+        py::arg("compression"), py::arg("shuffle"), py::arg("options"), py::arg("progress"));
   m.def("import_text", &import_text, py::arg("text"), py::arg("out"), py::arg("dtype"), py::arg("delimiter"),
         py::arg("comments"), py::arg("skip_rows"), py::arg("header"), py::arg("columns"), py::arg("missing"),
         py::arg("ndmin"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
@@ -843,6 +1093,11 @@ PYBIND11_MODULE(_ooc, m) {
   m.def("eval", &evaluate, py::arg("expr"), py::arg("names"), py::arg("sources"), py::arg("out"),
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("read", &read_array, py::arg("source"), py::arg("options"), py::arg("progress"));
+  m.def("matmul", &matmul, py::arg("source"), py::arg("w"), py::arg("out"), py::arg("overwrite"), py::arg("options"),
+        py::arg("progress"));
+  m.def("lstsq", &lstsq, py::arg("x"), py::arg("y"), py::arg("rcond"), py::arg("options"), py::arg("progress"));
+  m.def("linalg", &linalg, py::arg("source"), py::arg("op"), py::arg("rowvar"), py::arg("bias"), py::arg("ddof"),
+        py::arg("options"), py::arg("progress"));
   m.def("map_blocks", &map_blocks, py::arg("f"), py::arg("sources"), py::arg("out"), py::arg("dtype"),
         py::arg("shape"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("available_memory", &available_memory, "bytes this process may still allocate (MemAvailable, cgroup limit)");

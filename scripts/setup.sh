@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ooc needs that are missing, then builds it (Release) in
-# ./build. Sourced by demo.sh and test.sh; safe to run again.
+# ./build. Sourced by demo.sh and test.sh; safe to run again. OOC_SETUP_PACKAGES_ONLY=1
+# stops after the packages (test.sh starts its second tree's build before the first's).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,7 +27,9 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: packages installed in $SECONDS s"
 fi
+[ "${OOC_SETUP_PACKAGES_ONLY:-0}" = 1 ] && exit 0
 
 BUILD_DIR=${OOC_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -6,7 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <random>
+#include <string>
 #include <vector>
 
 using ooc::kernels::AxisLayout;
@@ -105,4 +108,63 @@ TEST_CASE("reduce_axis returns the reduced array with its dtype, shape and order
   } catch (const ooc::UsageError& e) {
     CHECK(e.path() == dir.file("a.npy"));
   }
+}
+
+TEST_CASE("reductions along an axis together: each one's own bits, one read, two with var or std") {
+  ScratchDir dir;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal;
+  const std::vector<std::string> names{"sum", "prod", "mean", "min", "max", "argmin", "argmax", "count_nonzero",
+                                       "any", "all", "nansum", "nanmean", "nanmin", "nanmax", "norm", "var", "std"};
+  // Short rows (many runs), columns folded row by row, slabs larger than a tile, a cube.
+  const std::vector<ooc::Shape> shapes{{3001, 9}, {9, 3001}, {5, 20000}, {6, 7, 250}, {4001}};
+  for (const ooc::Shape& shape : shapes) {
+    for (ooc::Order order : {ooc::Order::c, ooc::Order::fortran}) {
+      std::int64_t n = 1;
+      for (std::int64_t extent : shape) n *= extent;
+      std::vector<double> values(static_cast<std::size_t>(n));
+      for (double& v : values) v = 1 + normal(rng) * 1e-3;
+      values[7] = NAN;
+      const auto a = make(dir.file("a.npy"), values, shape, order);
+      ooc::PipelineOptions options;
+      options.tile_bytes = 64 << 10;
+      options.threads = 2;
+      for (int axis = -1; axis < static_cast<int>(shape.size()); ++axis) {
+        ooc::kernels::ReduceParams ddof_1;
+        ddof_1.ddof = 1;
+        std::vector<ReduceOp> ops;
+        for (const auto& name : names) ops.push_back(ReduceOp::parse(name, ddof_1));
+        CAPTURE(shape.size());
+        CAPTURE(shape[0]);
+        CAPTURE(axis);
+        CAPTURE(order == ooc::Order::c);
+        const ooc::AxisReductions together = ooc::reduce_axis_together(a, axis, ops, options);
+        CHECK(together.passes == 2);
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          CAPTURE(names[i]);
+          const ooc::ReducedArray alone = ooc::reduce_axis(a, axis, ops[i], options);
+          CHECK(together.arrays[i].dtype == alone.dtype);
+          CHECK(together.arrays[i].shape == alone.shape);
+          CHECK(together.arrays[i].order == alone.order);
+          CHECK(together.arrays[i].bytes == alone.bytes);
+        }
+        ops.resize(ops.size() - 2);  // without var and std: one read
+        CHECK(ooc::reduce_axis_together(a, axis, ops, options).passes == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("reductions along an axis together: an empty axis reads nothing, histogram and bad axes are refused") {
+  ScratchDir dir;
+  const auto a = make(dir.file("e.npy"), {}, {0, 3}, ooc::Order::c);
+  const std::vector<ReduceOp> ops{ReduceOp::parse("sum"), ReduceOp::parse("mean"), ReduceOp::parse("std")};
+  const ooc::AxisReductions r = ooc::reduce_axis_together(a, 0, ops, {});
+  CHECK(r.passes == 0);
+  CHECK(r.arrays[0].values<double>()[2] == 0);
+  CHECK(std::isnan(r.arrays[2].values<double>()[0]));
+  const std::vector<ReduceOp> with_histogram{ReduceOp::parse("sum"), ReduceOp::parse("histogram")};
+  CHECK_THROWS_WITH_AS(ooc::reduce_axis_together(a, 0, with_histogram, {}), doctest::Contains("histogram takes no axis"),
+                       ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::reduce_axis_together(a, 2, ops, {}), doctest::Contains("out of bounds"), ooc::UsageError);
 }

@@ -6,8 +6,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <span>
 #include <vector>
 
 using ooc::kernels::Binding;
@@ -119,4 +122,71 @@ TEST_CASE("evaluation broadcasts across tiles and pieces, in the result's memory
       CHECK(got[at] == values[static_cast<std::size_t>(at)] * 2 + 100.0 * static_cast<double>(col + 1));
     }
   CHECK(Expression::compile("sum(a)", {{"a", &a}}).reduce(options).as_double() == (3.0 * rows - 1) * 3.0 * rows / 2);
+}
+
+TEST_CASE("maximum, minimum and power(x, y) are numpy's ufuncs") {
+  ScratchDir dir;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto x = make<double>(dir.file("x.npy"), {nan, 1.0, -0.0, 2.0}, {4});
+  const auto y = make<double>(dir.file("y.npy"), {1.0, nan, 0.0, 3.0}, {4});
+  const auto b = make<std::uint8_t>(dir.file("b.npy"), {1, 0}, {2});
+  ooc::MappedArray bools = ooc::create_npy(dir.file("bool.npy"), ooc::DType(ooc::Kind::boolean, 1), {2});
+  std::memcpy(bools.writable_bytes().data(), b.bytes().data(), 2);
+  bools.commit();
+  const auto flags = ooc::map_file(dir.file("bool.npy"));
+  const std::vector<Binding> bound{{"x", &x}, {"y", &y}, {"b", &flags}};
+  auto values = [&](std::string_view text) {
+    const auto bytes = Expression::compile(text, bound).evaluate();
+    std::vector<double> out(bytes.size() / sizeof(double));
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  };
+  const auto high = values("maximum(x, y)");  // a NaN wins; of two equal zeros, the second
+  CHECK((std::isnan(high[0]) && std::isnan(high[1]) && high[2] == 0.0 && !std::signbit(high[2]) && high[3] == 3.0));
+  const auto low = values("minimum(y, x)");
+  CHECK((std::isnan(low[0]) && std::isnan(low[1]) && std::signbit(low[2]) && low[3] == 2.0));
+  auto dtype = [&](std::string_view text) { return Expression::compile(text, bound).dtype().name(); };
+  CHECK(dtype("b ** 2") == "int8");      // ndarray's ** fast path: np.square
+  CHECK(dtype("power(b, 2)") == "int64");  // the ufunc: no fast path
+  CHECK(dtype("power(2, 3)") == "int64");  // numpy's scalars, not Python's ints
+  CHECK(dtype("maximum(b, 5)") == "int64");
+}
+
+TEST_CASE("an expression read as an array: its values, tile by tile, through any run") {
+  ScratchDir dir;
+  const std::int64_t rows = 5000;
+  std::vector<double> values(static_cast<std::size_t>(rows) * 4);
+  std::iota(values.begin(), values.end(), 0.0);
+  std::vector<ooc::MappedArray> arrays;
+  arrays.push_back(make(dir.file("a.npy"), values, {rows, 4}, ooc::Order::fortran));
+  arrays.push_back(make<double>(dir.file("m.npy"), {1, 2, 3, 4}, {4}));
+  const ooc::MappedArray e = ooc::kernels::map_expression("a * 2 - m", {"a", "m"}, std::move(arrays));
+  CHECK(e.shape() == ooc::Shape{rows, 4});
+  CHECK(e.order() == ooc::Order::fortran);
+  CHECK(e.dtype().name() == "float64");
+  CHECK_FALSE(e.mapped());
+  ooc::PipelineOptions options;
+  options.tile_bytes = 4096;
+  options.threads = 3;
+  // column sums along axis 0: sum over rows of (value * 2 - m[col])
+  std::vector<double> sums(4);
+  ooc::kernels::ReduceOp::parse("sum").run_axis(e, 0, std::as_writable_bytes(std::span(sums)), options);
+  for (std::int64_t col = 0; col < 4; ++col) {
+    double expected = 0;
+    for (std::int64_t row = 0; row < rows; ++row)
+      expected += values[static_cast<std::size_t>(col * rows + row)] * 2 - static_cast<double>(col + 1);
+    CHECK(sums[static_cast<std::size_t>(col)] == doctest::Approx(expected).epsilon(1e-12));
+  }
+  auto out = ooc::create_npy(dir.file("e.npy"), e.dtype(), e.shape(), e.order());
+  ooc::kernels::ElementwiseOp::parse("cast:float64").apply(e, out, options);
+  out.commit();
+  const auto written = ooc::map_file(dir.file("e.npy"));
+  const auto* got = reinterpret_cast<const double*>(written.bytes().data());
+  for (std::int64_t at = 0; at < rows * 4; at += 997)
+    CHECK(got[at] == values[static_cast<std::size_t>(at)] * 2 - static_cast<double>(at / rows + 1));
+  std::vector<ooc::MappedArray> none;
+  CHECK_THROWS_AS(ooc::kernels::map_expression("2 * 3", {}, std::move(none)), ooc::UsageError);
+  std::vector<ooc::MappedArray> one;
+  one.push_back(ooc::map_file(dir.file("m.npy")));
+  CHECK_THROWS_AS(ooc::kernels::map_expression("sum(m)", {"m"}, std::move(one)), ooc::UsageError);
 }

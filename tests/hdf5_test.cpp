@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <vector>
@@ -145,4 +146,65 @@ TEST_CASE("a reader returns any run of elements of a chunked, compressed 3-d dat
       CHECK(native == b + i);
     }
   }
+}
+
+namespace {
+
+// The address of the object header of `name` in `file`.
+haddr_t header_address(const std::string& file, const char* name) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info{};
+  REQUIRE(H5Oget_info_by_name3(f, name, &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+  haddr_t address = 0;
+  std::memcpy(&address, &info.token, sizeof address);  // the native format's token is the address
+#else
+  H5O_info_t info{};
+  REQUIRE(H5Oget_info_by_name2(f, name, &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+  const haddr_t address = info.addr;
+#endif
+  H5Fclose(f);
+  return address;
+}
+
+// Gives the datatype message of the (version 1) object header at `address` a version no
+// library knows: the dataset is still found, but no longer opens.
+void damage_datatype_message(const std::string& file, haddr_t address) {
+  std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+  std::vector<unsigned char> header(512);
+  io.seekg(static_cast<std::streamoff>(address));
+  io.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(header.size()));
+  REQUIRE(header[0] == 1);  // version 1: messages from byte 16, each type (2), size (2), flags, 3 reserved
+  for (std::size_t at = 16; at + 8 < header.size();) {
+    const unsigned type = header[at] | header[at + 1] << 8, size = header[at + 2] | header[at + 3] << 8;
+    if (type == 0x0003) {  // datatype: its first byte is class (low nibble) and version (high)
+      io.seekp(static_cast<std::streamoff>(address + at + 8));
+      io.put(static_cast<char>(header[at + 8] & 0x0f));
+      REQUIRE(io.good());
+      return;
+    }
+    at += 8 + size;
+  }
+  FAIL("no datatype message in the object header");
+}
+
+}  // namespace
+
+TEST_CASE("a dataset that a damaged file no longer opens fails the list, naming it, instead of vanishing from it") {
+  ScratchDir dir;
+  const std::string file = dir.file("d.h5");
+  ooc::hdf5::create_dataset(file, "/a", ooc::dtype_of<double>, {3});
+  ooc::hdf5::create_dataset(file, "/b", ooc::dtype_of<std::int32_t>, {4});
+  REQUIRE(ooc::hdf5::list(file).size() == 2);
+  damage_datatype_message(file, header_address(file, "/b"));
+  try {
+    const auto found = ooc::hdf5::list(file);
+    FAIL("listed " << found.size() << " dataset(s) of a damaged file");
+  } catch (const ooc::Error& e) {
+    CHECK(std::string(e.what()) == file + ":/b: cannot open the dataset (damaged file)");
+    CHECK(e.kind() == ooc::ErrorKind::corrupt);
+  }
+  CHECK_THROWS_WITH_AS(ooc::hdf5::describe(file, "/b"), doctest::Contains("d.h5:/b: cannot open"), ooc::Error);
+  CHECK(ooc::hdf5::describe(file, "/a").dtype == ooc::dtype_of<double>);  // the rest of the file still reads
 }

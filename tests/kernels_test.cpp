@@ -327,9 +327,10 @@ bool same_scalar(const ooc::Scalar& a, const ooc::Scalar& b) {
 // only its share, reduces its tiles to one state each, and the running state is handed
 // from part to part as bytes, each part merging its tile states into it in order.
 template <class Kernel>
-ooc::Scalar reduce_in_parts(const std::string& path, const Kernel& kernel, int parts, std::uint64_t tile_bytes) {
+ooc::detail::reduce_result_t<Kernel> reduce_in_parts(const std::string& path, const Kernel& kernel, int parts,
+                                                     std::uint64_t tile_bytes) {
   const ooc::ArrayInfo info = ooc::read_info(path);
-  return ooc::visit_dtype(info.dtype, [&]<class T>(std::type_identity<T>) -> ooc::Scalar {
+  return ooc::visit_dtype(info.dtype, [&]<class T>(std::type_identity<T>) -> ooc::detail::reduce_result_t<Kernel> {
     if constexpr (ooc::detail::kernel_in_order<Kernel, T>()) {
       throw std::logic_error("an in-order reduction has no tile states to hand on");
     } else {
@@ -686,4 +687,189 @@ TEST_CASE("var and std do not depend on the tile size or the thread count") {
   for (int threads : {1, 2, 7})
     for (std::uint64_t tile : {std::uint64_t{1}, std::uint64_t{1 << 20}, std::uint64_t{64 << 20}})
       CHECK(bits(ooc::reduce(a, ooc::kernels::Var{}, with(threads, tile)).as_double()) == bits(reference));
+}
+
+// ---- several kernels together (ooc::together, ooc::reduce_together) -------------------
+
+namespace {
+
+// Every dtype's sample of `n` values: floats of mixed magnitude with a NaN-free run,
+// integers across their range.
+std::vector<std::string> together_arrays(const ScratchDir& dir, std::size_t n) {
+  const auto values = normal_values(n, 21);
+  std::vector<std::int64_t> ints(values.size());
+  std::transform(values.begin(), values.end(), ints.begin(), [](double v) { return static_cast<std::int64_t>(v * 1e13); });
+  std::vector<std::string> paths;
+  auto add = [&](const std::string& name, auto data, ooc::DType dtype) {
+    make_array(dir.file(name), data, dtype);
+    paths.push_back(dir.file(name));
+  };
+  add("f8.npy", values, ooc::dtype_of<double>);
+  add("f8be.npy", values, ooc::DType(ooc::Kind::floating, 8, ooc::ByteOrder::big));
+  add("f4.npy", values, ooc::dtype_of<float>);
+  add("f2.npy", std::vector<double>(values.begin(), values.end()), ooc::DType(ooc::Kind::floating, 2));
+  add("i4.npy", ints, ooc::DType(ooc::Kind::signed_int, 4));
+  add("u8be.npy", ints, ooc::DType(ooc::Kind::unsigned_int, 8, ooc::ByteOrder::big));
+  add("b1.npy", ints, ooc::DType(ooc::Kind::boolean, 1));
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE("kernels reduced together give each one's own bits, for every dtype, tile size and thread count") {
+  using namespace ooc::kernels;
+  ScratchDir dir;
+  for (const std::string& path : together_arrays(dir, 300007)) {
+    const ooc::MappedArray a = ooc::map_file(path);
+    for (const auto& options : {with(1, 64 << 10), with(2, 1 << 20), with(3, 1)}) {
+      CAPTURE(path);
+      CAPTURE(options.tile_bytes);
+      const auto [sum, mean, std1, low, high, where, norm] =
+          ooc::reduce(a, Sum{}, Mean{}, Var{.ddof = 1, .std = true}, Min{}, Max{}, ArgMax(a.shape(), a.order()),
+                      Norm{}, options);
+      CHECK(same_scalar(sum, ooc::reduce(a, Sum{}, options)));
+      CHECK(same_scalar(mean, ooc::reduce(a, Mean{}, options)));
+      CHECK(same_scalar(std1, ooc::reduce(a, Var{.ddof = 1, .std = true}, options)));
+      CHECK(same_scalar(low, ooc::reduce(a, Min{}, options)));
+      CHECK(same_scalar(high, ooc::reduce(a, Max{}, options)));
+      CHECK(same_scalar(where, ooc::reduce(a, ArgMax(a.shape(), a.order()), options)));
+      CHECK(same_scalar(norm, ooc::reduce(a, Norm{}, options)));
+    }
+  }
+}
+
+TEST_CASE("with a float product among them, kernels together run in order and keep each one's bits") {
+  using namespace ooc::kernels;
+  ScratchDir dir;
+  std::vector<double> values = normal_values(100003, 4);
+  for (double& v : values) v = 1 + v * 1e-6;  // a product that stays finite
+  values[500] = -0.0;
+  const auto a = make_array(dir.file("p.npy"), values);
+  const auto options = with(2, 64 << 10);
+  const auto [product, sum, low, nansum] = ooc::reduce(a, Prod{}, Sum{}, Min{}, NanSum{}, options);
+  CHECK(same_scalar(product, ooc::reduce(a, Prod{}, options)));
+  CHECK(same_scalar(sum, ooc::reduce(a, Sum{}, options)));
+  CHECK(same_scalar(low, ooc::reduce(a, Min{}, options)));
+  CHECK(same_scalar(nansum, ooc::reduce(a, NanSum{}, options)));
+}
+
+TEST_CASE("together, the first kernel that fails is the error") {
+  using namespace ooc::kernels;
+  ScratchDir dir;
+  const auto empty = make_array<double>(dir.file("e.npy"), {});
+  const auto [sum, mean] = ooc::reduce(empty, Sum{}, Mean{});
+  CHECK(sum.as_double() == 0);
+  CHECK(std::isnan(mean.as_double()));
+  CHECK_THROWS_WITH_AS(ooc::reduce(empty, Sum{}, ArgMin{}, Min{}), doctest::Contains("argmin of an empty sequence"),
+                       ooc::Error);
+}
+
+TEST_CASE("kernels together hand their states on as bytes, as ooc::mpi::reduce does") {
+  using namespace ooc::kernels;
+  ScratchDir dir;
+  make_array(dir.file("t.npy"), normal_values(200003, 8));
+  const ooc::MappedArray a = ooc::map_file(dir.file("t.npy"));
+  const auto kernels = ooc::together(Sum{}, Max{}, Var{.std = true});
+  const auto whole = ooc::reduce(a, kernels, with(2, 64 << 10));
+  for (int parts : {1, 3, 7}) {
+    const auto handed = reduce_in_parts(dir.file("t.npy"), kernels, parts, 64 << 10);
+    CHECK(same_scalar(std::get<0>(handed), std::get<0>(whole)));
+    CHECK(same_scalar(std::get<1>(handed), std::get<1>(whole)));
+    CHECK(same_scalar(std::get<2>(handed), std::get<2>(whole)));
+  }
+}
+
+TEST_CASE("reductions named at run time together: each one's own value, one read, two for a histogram's range") {
+  using ooc::kernels::ReduceOp;
+  ScratchDir dir;
+  const std::vector<std::string> names{"sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std",
+                                       "count_nonzero", "any", "all", "nansum", "nanmean", "nanmin", "nanmax", "norm"};
+  for (const std::string& path : together_arrays(dir, 100003)) {
+    const ooc::MappedArray a = ooc::map_file(path);
+    const auto options = with(2, 64 << 10);
+    ooc::kernels::ReduceParams params;
+    params.ddof = 1;
+    params.bins = 7;
+    std::vector<ReduceOp> ops;
+    for (const auto& name : names) ops.push_back(ReduceOp::parse(name, params));
+    ops.push_back(ReduceOp::parse("histogram", params));
+    CAPTURE(path);
+    const ooc::Reductions together = ooc::reduce_together(a, ops, options);
+    CHECK(together.passes == 2);  // the histogram's range, then its counts
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+      CAPTURE(ops[i].name());
+      CHECK(same_scalar(std::get<ooc::Scalar>(together.values[i]), ops[i].run(a, options)));
+    }
+    const auto& histogram = std::get<ooc::kernels::HistogramResult>(together.values.back());
+    const ooc::kernels::HistogramResult alone = ops.back().histogram(a, options);
+    CHECK(histogram.counts == alone.counts);
+    CHECK(histogram.edges == alone.edges);
+    CHECK(histogram.edge_dtype == alone.edge_dtype);
+    // With a range, or without the histogram, everything is one read.
+    ooc::kernels::ReduceParams ranged_params;
+    ranged_params.range = {ooc::kernels::PyScalar::of_int(-3), ooc::kernels::PyScalar::of_int(3)};
+    const std::vector<ReduceOp> ranged{ReduceOp::parse("mean"), ReduceOp::parse("histogram", ranged_params)};
+    CHECK(ooc::reduce_together(a, ranged, options).passes == 1);
+    CHECK(ooc::reduce_together(a, std::span(ops).first(names.size()), options).passes == 1);
+  }
+}
+
+TEST_CASE("a histogram without a range reads the array twice: its min and max together, then the counts") {
+  ScratchDir dir;
+  const auto a = make_array(dir.file("h.npy"), normal_values(50000, 5));
+  int runs = 0;
+  ooc::PipelineOptions options = with(2, 64 << 10);
+  options.on_progress = [&](const ooc::Progress& p) { runs += p.tiles_done == p.tiles; };
+  ooc::kernels::ReduceOp::parse("histogram").histogram(a, options);
+  CHECK(runs == 2);
+}
+
+TEST_CASE("reductions together: errors in the order named, and nothing read for an empty array") {
+  using ooc::kernels::ReduceOp;
+  ScratchDir dir;
+  const auto empty = make_array<double>(dir.file("e.npy"), {});
+  const std::vector<ReduceOp> fine{ReduceOp::parse("sum"), ReduceOp::parse("mean"), ReduceOp::parse("histogram")};
+  const ooc::Reductions r = ooc::reduce_together(empty, fine);
+  CHECK(r.passes == 0);
+  CHECK(std::isnan(std::get<ooc::Scalar>(r.values[1]).as_double()));
+  CHECK(std::get<ooc::kernels::HistogramResult>(r.values[2]).edges.front() == 0.0);
+  const std::vector<ReduceOp> failing{ReduceOp::parse("sum"), ReduceOp::parse("argmax"), ReduceOp::parse("min")};
+  CHECK_THROWS_WITH_AS(ooc::reduce_together(empty, failing), doctest::Contains("argmax of an empty sequence"),
+                       ooc::Error);
+  // The data's range is NaN: the histogram's error, not the max after it.
+  const auto nan = make_array<double>(dir.file("n.npy"), {1.0, NAN, 2.0});
+  const std::vector<ReduceOp> nan_range{ReduceOp::parse("sum"), ReduceOp::parse("histogram"), ReduceOp::parse("max")};
+  CHECK_THROWS_WITH_AS(ooc::reduce_together(nan, nan_range), doctest::Contains("autodetected range of [nan, nan]"),
+                       ooc::Error);
+  CHECK_THROWS_WITH_AS(ooc::reduce_together(nan, std::vector<ReduceOp>{}), doctest::Contains("no reduction"),
+                       ooc::UsageError);
+}
+
+TEST_CASE("a block's moments are the pairwise sums of its stored deviations and of their squares") {
+  // Moments::of_block sums the deviations and their squares in one traversal; these are the
+  // sums of arrays of them, taken as numpy's pairwise_sum takes them.
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> normal;
+  for (std::int64_t n : {1, 7, 8, 9, 127, 128, 129, 1000, 8191, 8192}) {
+    for (double offset : {0.0, 1e8, -3e12}) {
+      std::vector<double> x(static_cast<std::size_t>(n)), deviations(x.size()), squares(x.size());
+      for (double& v : x) v = offset + normal(rng);
+      double sum = ooc::kernels::pairwise_sum<double>(x.data(), n);
+      const double mean = sum / static_cast<double>(n);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        deviations[i] = x[i] - mean;
+        squares[i] = deviations[i] * deviations[i];
+      }
+      const double deviation_sum = ooc::kernels::pairwise_sum<double>(deviations.data(), n);
+      double m2 = ooc::kernels::pairwise_sum<double>(squares.data(), n);
+      const double count = static_cast<double>(n);
+      m2 -= deviation_sum * (deviation_sum / count);
+      const auto block = ooc::kernels::Moments::of_block(ooc::ConstArrayMap<double>(x.data(), n));
+      CAPTURE(n);
+      CAPTURE(offset);
+      CHECK(bits(block.mean) == bits(mean));
+      CHECK(bits(block.mean_low) == bits(deviation_sum / count));
+      CHECK(bits(block.m2) == bits(m2));
+    }
+  }
 }

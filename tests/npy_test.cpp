@@ -102,6 +102,16 @@ TEST_CASE("the header of a Fortran-order 2x3x4 float64 array is numpy's") {
         "\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3, 4), }                                                        \n"sv);
 }
 
+TEST_CASE("a Fortran-order array laid out as a C-order one is written as np.save writes it: C") {
+  // np.save of np.zeros(shape, '<f8', order='F'): both contiguous, so fortran_order False
+  CHECK(ooc::npy::make_header(DType(Kind::floating, 8, kLittle), {5}, Order::fortran) ==
+        "\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }                                                            \n"sv);
+  CHECK(ooc::npy::make_header(DType(Kind::floating, 8, kLittle), {5, 1}, Order::fortran) ==
+        "\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (5, 1), }                                                          \n"sv);
+  CHECK(ooc::npy::make_header(DType(Kind::floating, 8, kLittle), {0, 3, 4}, Order::fortran) ==
+        "\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (0, 3, 4), }                                                       \n"sv);
+}
+
 TEST_CASE("the header of a big-endian int16 array is numpy's") {
   // np.save of np.zeros((2, 3, 4), '>i2')
   CHECK(ooc::npy::make_header(DType(Kind::signed_int, 2, kBig), {2, 3, 4}, Order::c) ==

@@ -9,11 +9,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -318,4 +322,318 @@ TEST_CASE("a selection of a source not in the page cache also gets tiles spannin
   }
   const ooc::MappedArray warm = ooc::map_file(dir.file("a.npy") + "[::5, [0, 9, 18, 27, 36]]");
   CHECK(static_cast<double>(ooc::tile_bytes_spanning(warm, kTile)) == doctest::Approx(kTile / 200).epsilon(0.01));
+}
+
+namespace {
+
+// A bool .npy of `shape` in `order` whose element at C-order position f is keep(f).
+template <class Keep>
+std::string mask_file(const std::string& path, const ooc::Shape& shape, ooc::Order order, Keep keep) {
+  ooc::MappedArray out = ooc::create_npy(path, ooc::DType(ooc::Kind::boolean, 1), shape, order);
+  const std::span<std::byte> bytes = out.writable_bytes();
+  const std::size_t k = shape.size();
+  std::vector<std::int64_t> digit(k);
+  for (std::int64_t f = 0; f < out.size(); ++f) {
+    std::int64_t rest = f, at = 0, stride = 1;
+    for (std::size_t j = k; j-- > 0;) {
+      digit[j] = rest % shape[j];
+      rest /= shape[j];
+    }
+    if (order == ooc::Order::c) {
+      at = f;
+    } else {
+      for (std::size_t j = 0; j < k; ++j) {
+        at += digit[j] * stride;
+        stride *= shape[j];
+      }
+    }
+    bytes[static_cast<std::size_t>(at)] = std::byte{keep(f) ? std::uint8_t{1} : std::uint8_t{0}};
+  }
+  out.commit();
+  return path;
+}
+
+// The values a result of `shape` in `order` holds, in memory order, where value(index)
+// gives the element at a C-order multi-index.
+template <class Value>
+std::vector<double> in_memory_order(const ooc::Shape& shape, ooc::Order order, Value value) {
+  const std::int64_t size = std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+  std::vector<double> out(static_cast<std::size_t>(size));
+  std::vector<std::int64_t> index(shape.size());
+  for (std::int64_t m = 0; m < size; ++m) {
+    std::int64_t rest = m;
+    if (order == ooc::Order::c) {
+      for (std::size_t j = shape.size(); j-- > 0;) {
+        index[j] = rest % shape[j];
+        rest /= shape[j];
+      }
+    } else {
+      for (std::size_t j = 0; j < shape.size(); ++j) {
+        index[j] = rest % shape[j];
+        rest /= shape[j];
+      }
+    }
+    out[static_cast<std::size_t>(m)] = value(index);
+  }
+  return out;
+}
+
+// The positions where keep is true among [0, n).
+template <class Keep>
+std::vector<std::int64_t> kept(std::int64_t n, Keep keep) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (keep(i)) out.push_back(i);
+  return out;
+}
+
+// Masks go both ways: small ones become lists of offsets, large ones are streamed; with
+// OOC_MASK_LIST_TRUES=0 every mask is streamed.
+struct StreamEveryMask {
+  explicit StreamEveryMask(bool on) {
+    if (on) ::setenv("OOC_MASK_LIST_TRUES", "0", 1);
+  }
+  ~StreamEveryMask() { ::unsetenv("OOC_MASK_LIST_TRUES"); }
+};
+
+}  // namespace
+
+TEST_CASE("a bool @FILE is a mask: counted, not loaded; one list or mask per selection; numpy's dtype error") {
+  ScratchDir dir;
+  const std::string m = mask_file(dir.file("m.npy"), {10}, ooc::Order::c, [](std::int64_t i) { return i % 3 == 0; });
+  const ooc::Selection s = ooc::Selection::parse("@" + m + ", 5", "a.npy");
+  REQUIRE(s.items().size() == 2);
+  const auto& mask = std::get<ooc::BoolMask>(s.items()[0]);
+  CHECK(mask.count() == 4);
+  CHECK(mask.shape() == ooc::Shape{10});
+  CHECK(mask.path() == m);
+  CHECK(ooc::BoolMask::open(m).count() == 4);
+  CHECK_THROWS_WITH_AS(ooc::Selection::parse("@" + m + ", @" + m, "a.npy"),
+                       doctest::Contains("only one index list, index array or mask"), ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::Selection::parse("@" + m + ", [1]", "a.npy"),
+                       doctest::Contains("only one index list, index array or mask"), ooc::UsageError);
+  ooc::MappedArray floats = ooc::create_npy(dir.file("f.npy"), ooc::dtype_of<double>, {3});
+  floats.commit();
+  const std::string at = "@";
+  CHECK_THROWS_WITH_AS(ooc::Selection::parse(at + dir.file("f.npy"), "a.npy"),
+                       doctest::Contains("arrays used as indices must be of integer (or boolean) type"), ooc::UsageError);
+  CHECK_THROWS_AS(ooc::BoolMask::open(dir.file("f.npy")), ooc::UsageError);
+  mask_file(dir.file("zero_d.npy"), {}, ooc::Order::c, [](std::int64_t) { return true; });
+  CHECK_THROWS_WITH_AS(ooc::Selection::parse(at + dir.file("zero_d.npy"), "a.npy"),
+                       doctest::Contains("0-d boolean index"), ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::Selection::parse(at + dir.file("missing.npy"), "a.npy"), doctest::Contains("missing.npy"),
+                       ooc::UsageError);
+}
+
+TEST_CASE("a mask selects as numpy's boolean indexing: rows, columns, with indices, full shape, leading axes") {
+  ScratchDir dir;
+  constexpr std::int64_t kRows = 30000, kCols = 6;
+  auto row_kept = [](std::int64_t i) { return (i * 7919) % 13 < 5 || (i >= 1000 && i < 9000); };
+  auto col_kept = [](std::int64_t j) { return j == 1 || j == 4 || j == 5; };
+  auto cell_kept = [](std::int64_t f) { return (f * 2654435761u) % 7 < 3; };
+  const std::vector<std::int64_t> rows = kept(kRows, row_kept), cols = kept(kCols, col_kept);
+  const std::vector<std::int64_t> cells = kept(kRows * kCols, cell_kept);
+  const auto count = static_cast<std::int64_t>(rows.size());
+  for (bool streamed : {false, true}) {
+    StreamEveryMask stream(streamed);
+    for (ooc::Order order : {ooc::Order::c, ooc::Order::fortran}) {
+      CAPTURE(streamed);
+      CAPTURE(static_cast<int>(order));
+      iota_array(dir.file("a.npy"), kRows, kCols, order);
+      auto source = [&](std::int64_t r, std::int64_t c) {
+        return static_cast<double>(order == ooc::Order::c ? r * kCols + c : c * kRows + r);
+      };
+      const std::string a = dir.file("a.npy");
+      const std::string m = mask_file(dir.file("rows.npy"), {kRows}, ooc::Order::c, row_kept);
+      const std::string mc = mask_file(dir.file("cols.npy"), {kCols}, ooc::Order::c, col_kept);
+
+      const ooc::MappedArray x = ooc::map_file(a + "[@" + m + "]");  // a[m]: (count, 6), the list axis first: C
+      CHECK(x.shape() == ooc::Shape{count, kCols});
+      CHECK(x.order() == ooc::Order::c);
+      const std::vector<double> want_rows = in_memory_order(x.shape(), x.order(), [&](const std::vector<std::int64_t>& i) {
+        return source(rows[static_cast<std::size_t>(i[0])], i[1]);
+      });
+      for (std::uint64_t tile : {std::uint64_t{64 << 10}, std::uint64_t{1 << 20}}) CHECK(values_of(x, tile) == want_rows);
+
+      const ooc::MappedArray one = ooc::map_file(a + "[@" + m + ", -2]");  // a[m, -2]: (count,)
+      CHECK(one.shape() == ooc::Shape{count});
+      CHECK(values_of(one) == in_memory_order(one.shape(), one.order(), [&](const std::vector<std::int64_t>& i) {
+              return source(rows[static_cast<std::size_t>(i[0])], 4);
+            }));
+
+      const ooc::MappedArray sliced = ooc::map_file(a + "[@" + m + ", 1::2]");  // a[m, 1::2]: (count, 3)
+      CHECK(sliced.shape() == ooc::Shape{count, 3});
+      CHECK(values_of(sliced) == in_memory_order(sliced.shape(), sliced.order(), [&](const std::vector<std::int64_t>& i) {
+              return source(rows[static_cast<std::size_t>(i[0])], 1 + 2 * i[1]);
+            }));
+
+      // a[::-3, mc]: numpy's result holds the list axis outermost, in the second place of
+      // the shape: Fortran order.
+      const ooc::MappedArray columns = ooc::map_file(a + "[::-3, @" + mc + "]");
+      CHECK(columns.shape() == ooc::Shape{kRows / 3, 3});
+      CHECK(columns.order() == ooc::Order::fortran);
+      CHECK(values_of(columns) == in_memory_order(columns.shape(), columns.order(), [&](const std::vector<std::int64_t>& i) {
+              return source(kRows - 1 - 3 * i[0], cols[static_cast<std::size_t>(i[1])]);
+            }));
+
+      // A mask of the whole shape, in either order itself: the elements, in C order, as one axis.
+      for (ooc::Order mask_order : {ooc::Order::c, ooc::Order::fortran}) {
+        const std::string mf = mask_file(dir.file("cells.npy"), {kRows, kCols}, mask_order, cell_kept);
+        const ooc::MappedArray elements = ooc::map_file(a + "[@" + mf + "]");
+        CHECK(elements.shape() == ooc::Shape{static_cast<std::int64_t>(cells.size())});
+        std::vector<double> want;
+        for (std::int64_t f : cells) want.push_back(source(f / kCols, f % kCols));
+        CHECK(values_of(elements, 96 << 10) == want);
+        double sum = 0;  // integers: exact in any order
+        for (double v : want) sum += v;
+        CHECK(ooc::reduce(elements, ooc::kernels::Sum{}).as_double() == sum);
+      }
+    }
+  }
+}
+
+TEST_CASE("a mask over the leading axes of a cube, and beside an index in the last") {
+  ScratchDir dir;
+  constexpr std::int64_t kA = 40, kB = 30, kC = 5;
+  auto keep = [](std::int64_t f) { return f % 3 != 1; };
+  const std::vector<std::int64_t> cells = kept(kA * kB, keep);
+  for (bool streamed : {false, true}) {
+    StreamEveryMask stream(streamed);
+    for (ooc::Order order : {ooc::Order::c, ooc::Order::fortran}) {
+      CAPTURE(streamed);
+      CAPTURE(static_cast<int>(order));
+      ooc::MappedArray cube = ooc::create_npy(dir.file("c.npy"), ooc::dtype_of<double>, {kA, kB, kC}, order);
+      auto values = cube.writable_values<double>();
+      std::iota(values.begin(), values.end(), 0.0);
+      cube.commit();
+      auto source = [&](std::int64_t i, std::int64_t j, std::int64_t k) {
+        return static_cast<double>(order == ooc::Order::c ? (i * kB + j) * kC + k : (k * kB + j) * kA + i);
+      };
+      const std::string m = mask_file(dir.file("m.npy"), {kA, kB}, ooc::Order::c, keep);
+      const auto count = static_cast<std::int64_t>(cells.size());
+      const ooc::MappedArray x = ooc::map_file(dir.file("c.npy") + "[@" + m + "]");  // (count, 5), C
+      CHECK(x.shape() == ooc::Shape{count, kC});
+      CHECK(values_of(x) == in_memory_order(x.shape(), x.order(), [&](const std::vector<std::int64_t>& i) {
+              const std::int64_t f = cells[static_cast<std::size_t>(i[0])];
+              return source(f / kB, f % kB, i[1]);
+            }));
+      const ooc::MappedArray y = ooc::map_file(dir.file("c.npy") + "[@" + m + ", 3]");  // (count,)
+      CHECK(y.shape() == ooc::Shape{count});
+      CHECK(values_of(y) == in_memory_order(y.shape(), y.order(), [&](const std::vector<std::int64_t>& i) {
+              const std::int64_t f = cells[static_cast<std::size_t>(i[0])];
+              return source(f / kB, f % kB, 3);
+            }));
+      // A 1-d mask in the middle axis of a cube with an index last: the advanced
+      // indices are adjacent, so the mask's axis stays second.
+      const std::string mid = mask_file(dir.file("mid.npy"), {kB}, ooc::Order::c, [](std::int64_t j) { return j % 4 == 0; });
+      const ooc::MappedArray z = ooc::map_file(dir.file("c.npy") + "[2:9, @" + mid + ", 1]");
+      CHECK(z.shape() == ooc::Shape{7, 8});
+      CHECK(values_of(z) == in_memory_order(z.shape(), z.order(), [&](const std::vector<std::int64_t>& i) {
+              return source(2 + i[0], 4 * i[1], 1);
+            }));
+      // Apart from it (index first), the mask's axis goes first.
+      const std::string last = mask_file(dir.file("last.npy"), {kC}, ooc::Order::c, [](std::int64_t k) { return k != 2; });
+      const ooc::MappedArray w = ooc::map_file(dir.file("c.npy") + "[1, :, @" + last + "]");
+      CHECK(w.shape() == ooc::Shape{4, kB});
+      const std::vector<std::int64_t> ks{0, 1, 3, 4};
+      CHECK(values_of(w) == in_memory_order(w.shape(), w.order(), [&](const std::vector<std::int64_t>& i) {
+              return source(1, i[1], ks[static_cast<std::size_t>(i[0])]);
+            }));
+    }
+  }
+}
+
+TEST_CASE("mask errors: numpy's IndexError texts; all false and all true") {
+  ScratchDir dir;
+  iota_array(dir.file("a.npy"), 100, 8, ooc::Order::c);
+  const std::string a = dir.file("a.npy");
+  const std::string short_mask = mask_file(dir.file("s.npy"), {99}, ooc::Order::c, [](std::int64_t) { return true; });
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[@" + short_mask + "]"),
+                       doctest::Contains("boolean index did not match indexed array along dimension 0; dimension is 100 "
+                                         "but corresponding boolean dimension is 99"),
+                       ooc::UsageError);
+  const std::string wide = mask_file(dir.file("w.npy"), {100, 9}, ooc::Order::c, [](std::int64_t) { return true; });
+  CHECK_THROWS_WITH_AS(ooc::read_info(a + "[@" + wide + "]"),
+                       doctest::Contains("along dimension 1; dimension is 8 but corresponding boolean dimension is 9"),
+                       ooc::UsageError);
+  const std::string deep = mask_file(dir.file("d.npy"), {100, 8, 2}, ooc::Order::c, [](std::int64_t) { return true; });
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[@" + deep + "]"),
+                       doctest::Contains("too many indices for array: array is 2-dimensional, but 3 were indexed"),
+                       ooc::UsageError);
+  const std::string cols = mask_file(dir.file("c.npy"), {8}, ooc::Order::c, [](std::int64_t) { return true; });
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[1, 2, @" + cols + "]"), doctest::Contains("but 3 were indexed"),
+                       ooc::UsageError);
+  for (bool streamed : {false, true}) {
+    StreamEveryMask stream(streamed);
+    const std::string none = mask_file(dir.file("n.npy"), {100}, ooc::Order::c, [](std::int64_t) { return false; });
+    const ooc::MappedArray empty = ooc::map_file(a + "[@" + none + "]");
+    CHECK(empty.shape() == ooc::Shape{0, 8});
+    CHECK(ooc::reduce(empty, ooc::kernels::Sum{}).as_double() == 0);
+    const std::string all = mask_file(dir.file("all.npy"), {100, 8}, ooc::Order::c, [](std::int64_t) { return true; });
+    const ooc::MappedArray every = ooc::map_file(a + "[@" + all + "]");
+    CHECK(every.shape() == ooc::Shape{800});
+    CHECK(ooc::reduce(every, ooc::kernels::Sum{}).as_double() == 799.0 * 800 / 2);
+  }
+}
+
+TEST_CASE("a mask file that shrinks or changes while it is read fails the run, naming the mask") {
+  ScratchDir dir;
+  constexpr std::int64_t kRows = 400000;
+  iota_array(dir.file("a.npy"), kRows, 2, ooc::Order::c);
+  StreamEveryMask stream(true);
+  const std::string m = mask_file(dir.file("m.npy"), {kRows}, ooc::Order::c, [](std::int64_t i) { return i % 2 == 0; });
+  ooc::PipelineOptions options;
+  options.tile_bytes = 64 << 10;
+  {
+    const ooc::MappedArray x = ooc::map_file(dir.file("a.npy") + "[@" + m + "]");
+    std::filesystem::resize_file(m, 128 + kRows / 2);  // the header and half the mask
+    const std::string shrank = m + ": file shrank while being read";
+    CHECK_THROWS_WITH_AS(ooc::reduce(x, ooc::kernels::Sum{}, options), doctest::Contains(shrank.c_str()), ooc::Error);
+  }
+  mask_file(m, {kRows}, ooc::Order::c, [](std::int64_t i) { return i % 2 == 0; });
+  {
+    const ooc::MappedArray x = ooc::map_file(dir.file("a.npy") + "[@" + m + "]");
+    ooc::MappedArray writable = ooc::map_file(m, ooc::Access::read_write);
+    std::span<std::byte> bytes = writable.writable_bytes();
+    for (std::size_t i = 200000; i < 200100; ++i) bytes[i] = std::byte{0};  // 50 true elements fewer
+    const std::string changed = m + ": changed while being read";
+    CHECK_THROWS_WITH_AS(ooc::reduce(x, ooc::kernels::Sum{}, options), doctest::Contains(changed.c_str()), ooc::Error);
+  }
+}
+
+namespace {
+
+// Mappings of `path` in this process (lines of /proc/self/maps naming it).
+int mappings_of(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  const std::string name = std::filesystem::canonical(path).string();
+  int n = 0;
+  for (std::string line; std::getline(maps, line);)
+    if (line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("select on a named array is a view beside it, sharing its mapping; on a temporary it takes it over") {
+  ScratchDir dir;
+  iota_array(dir.file("a.npy"), 1000, 8, ooc::Order::c);
+  std::optional<ooc::MappedArray> col;
+  {
+    const ooc::MappedArray x = ooc::map_file(dir.file("a.npy"));
+    const int before = mappings_of(dir.file("a.npy"));
+    col.emplace(x.select(":, 2"));
+    CHECK(mappings_of(dir.file("a.npy")) == before);  // no second mapping of the file
+    CHECK(x.shape() == ooc::Shape{1000, 8});             // x stays usable
+    CHECK(ooc::reduce(x, ooc::kernels::Sum{}).as_double() == 7999.0 * 8000 / 2);
+    const ooc::MappedArray every_other = x.select("::2");
+    CHECK(every_other.shape() == ooc::Shape{500, 8});
+  }
+  // The view keeps the mapping alive after x is gone.
+  double expected = 0;
+  for (int r = 0; r < 1000; ++r) expected += r * 8 + 2;
+  CHECK(ooc::reduce(*col, ooc::kernels::Sum{}).as_double() == expected);
+  CHECK(col->path() == dir.file("a.npy") + "[:, 2]");
+  ooc::MappedArray moved = ooc::map_file(dir.file("a.npy")).select("5");  // the && form
+  CHECK(values_of(moved) == std::vector<double>{40, 41, 42, 43, 44, 45, 46, 47});
 }

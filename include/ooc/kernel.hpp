@@ -43,6 +43,11 @@
 ///   ConstArrayMap<U>& x, const ConstArrayMap<U>& y)`, the blocks holding the same
 ///   elements of each input. A reduction is instantiated for numpy's result_type of the
 ///   inputs' dtypes.
+///
+/// * Several reduction kernels over one read of an array: `auto [s, m] =
+///   ooc::reduce(a, ooc::kernels::Sum{}, ooc::kernels::Mean{})` (or ooc::together(...),
+///   itself a kernel): each sees every block as its own run would, so each result is its
+///   own ooc::reduce's, bit for bit. Any kernel of this contract works there unchanged.
 
 #include "ooc/array_map.hpp"
 #include "ooc/dtype.hpp"
@@ -50,6 +55,7 @@
 #include "ooc/mapped_array.hpp"
 #include "ooc/internal/kernel.hpp"
 #include "ooc/pipeline.hpp"
+#include "ooc/state_bytes.hpp"
 #include "ooc/tile_plan.hpp"
 
 #include <algorithm>
@@ -260,6 +266,95 @@ template <class Kernel>
 detail::reduce_result_t<Kernel> reduce(const MappedArray& in, const Kernel& kernel,
                                        const PipelineOptions& options = {}) {
   return reduce(inputs(in), kernel, options);
+}
+
+/// Several reduction kernels over one read of the array: every block of every tile goes to
+/// each of them, converted to the kernel's own input type as its own run converts it, and
+/// each merges its states in tile order as its own run does, so each result is the one
+/// its own ooc::reduce gives, bit for bit. A reduction kernel itself, whose result is the
+/// std::tuple of theirs (ooc::mpi::reduce takes it where their states travel); made by
+/// ooc::together(k...), or implicitly by ooc::reduce(a, k1, k2, ...).
+template <class... Kernels>
+struct Together {
+  std::tuple<Kernels...> kernels;
+
+  template <class T> using input_for = T;  // each kernel converts from the array's own type
+  template <class T> static constexpr bool accepts = (detail::kernel_accepts<Kernels, T>() && ...);
+  // With a float product (taken in order, on the commit stage) the others run there too.
+  template <class T> static constexpr bool in_order = (detail::kernel_in_order<Kernels, T>() || ...);
+
+  template <class T>
+  struct State {
+    std::tuple<detail::kernel_state_t<Kernels, T>...> states;
+    void save(StateWriter& out) const {
+      std::apply([&](const auto&... state) { (save_state(state, out), ...); }, states);
+    }
+    void load(StateReader& in) {
+      std::apply([&](auto&... state) { (load_state(state, in), ...); }, states);
+    }
+  };
+  template <class T> using state_for = State<T>;
+
+  template <class T>
+  State<T> identity() const {
+    return each_index([&]<std::size_t... I>() { return State<T>{{detail::kernel_identity<T>(std::get<I>(kernels))...}}; });
+  }
+  template <class T>
+  void partial(State<T>& s, const ConstArrayMap<T>& x, std::int64_t first) const {
+    detail::MemberInputs<T> inputs(x.data(), x.size());
+    each_index([&]<std::size_t... I>() {
+      (detail::member_partial<T>(std::get<I>(kernels), std::get<I>(s.states), inputs, first, in_order<T>), ...);
+    });
+  }
+  template <class T>
+  void merge(State<T>& left, State<T>&& right) const {
+    each_index([&]<std::size_t... I>() {
+      (std::get<I>(kernels).merge(std::get<I>(left.states), std::move(std::get<I>(right.states))), ...);
+    });
+  }
+  /// The kernels' results in their order (a braced list: the first that throws, as an
+  /// empty array's min does, is the error).
+  template <class T>
+  auto result(const State<T>& s) const {
+    return each_index([&]<std::size_t... I>() {
+      return std::tuple<std::decay_t<decltype(detail::kernel_result<T>(std::get<I>(kernels), std::get<I>(s.states)))>...>{
+          detail::kernel_result<T>(std::get<I>(kernels), std::get<I>(s.states))...};
+    });
+  }
+
+ private:
+  template <class F>
+  static decltype(auto) each_index(F&& f) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+      return f.template operator()<I...>();
+    }(std::index_sequence_for<Kernels...>{});
+  }
+};
+
+/// The kernels, to be reduced together over one read: ooc::reduce(a, ooc::together(
+/// ooc::kernels::Sum{}, ooc::kernels::Max{}), options) gives std::tuple<Scalar, Scalar>.
+template <class... Kernels>
+Together<Kernels...> together(const Kernels&... kernels) {
+  return Together<Kernels...>{{kernels...}};
+}
+
+template <class First, class... More>
+using last_of_t = std::tuple_element_t<sizeof...(More), std::tuple<First, More...>>;
+
+/// Several reduction kernels over one read of `in` (see Together), the options last where
+/// there are any: `auto [total, peak] = ooc::reduce(a, ooc::kernels::Sum{},
+/// ooc::kernels::Max{});`, `ooc::reduce(a, Sum{}, Mean{}, Var{.std = true}, options)`.
+template <class First, class Second, class... More>
+  requires(!std::is_same_v<Second, PipelineOptions> || sizeof...(More) > 0)
+auto reduce(const MappedArray& in, const First& first, const Second& second, const More&... more) {
+  if constexpr (std::is_same_v<last_of_t<Second, More...>, PipelineOptions>) {
+    const auto arguments = std::forward_as_tuple(first, second, more...);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return reduce(in, together(std::get<I>(arguments)...), std::get<sizeof...(More) + 1>(arguments));
+    }(std::make_index_sequence<sizeof...(More) + 1>{});
+  } else {
+    return reduce(in, together(first, second, more...));
+  }
 }
 
 /// Calls fn(piece, values) for every tile of `in`, in parallel and in no fixed order;

@@ -90,6 +90,11 @@ class MappedArray {
 
   /// This array's elements that a numpy-style selection picks, as `a[::5, 3]`:
   /// `ooc::map_file("log.npy").select("::5, 3")` (ooc/selection.hpp has the forms).
+  /// On a named array, `auto col = x.select(":, 2");` is a view beside x, as numpy's
+  /// `x[:, 2]`: x stays usable and the selection shares its mapping (or, for an array
+  /// read tile by tile, its reader: then do not run both from two threads at once), which
+  /// lives as long as either does. On a temporary (or std::move(x)) it takes x over.
+  MappedArray select(std::string_view selection) const&;
   MappedArray select(std::string_view selection) &&;
 
   /// Makes the data durable. Throws if the file shrank under the mapping. For an array
@@ -111,10 +116,12 @@ class MappedArray {
 
  private:
   struct Impl;
-  explicit MappedArray(std::unique_ptr<Impl> impl);
+  explicit MappedArray(std::shared_ptr<Impl> impl);
   void check_view_type(DType wanted) const;
 
-  std::unique_ptr<Impl> impl_;
+  // Shared by the selections made of a named array (select() const&), which read its
+  // mapping; the array itself stays move-only.
+  std::shared_ptr<Impl> impl_;
 
   friend MappedArray map_file(const std::string& path, Access access, ElementRange window);
   friend ArrayInfo read_info(const std::string& path);

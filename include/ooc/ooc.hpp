@@ -23,3 +23,4 @@
 #include "ooc/kernels/reductions.hpp"
 #include "ooc/kernels/axis.hpp"
 #include "ooc/kernels/expr.hpp"
+#include "ooc/linalg.hpp"

@@ -6,13 +6,21 @@
 ///
 /// The forms, per axis, as numpy's basic and advanced indexing: slices `start:stop:step`
 /// (negative values too; any part may be left out), a single index (the axis is dropped),
-/// one integer list `[0, 4, 7]` or index array `@rows.npy` (a 1-D integer .npy or HDF5
-/// dataset) per selection. Missing trailing axes are taken whole. `...`, `None` and
-/// boolean masks are refused.
+/// and one of these per selection: an integer list `[0, 4, 7]`, an index array `@rows.npy`
+/// (a 1-D integer .npy or HDF5 dataset), or a boolean mask `@keep.npy` (a bool .npy or
+/// HDF5 dataset: numpy's `a[mask]`). A mask of k dimensions covers k axes from where it
+/// stands and must match their lengths; it selects the elements where it is true, in C
+/// order, as numpy's `a[np.nonzero(mask)]`: `x[@m.npy]` the rows where m is true,
+/// `x[@m.npy, 5]` one column of them, `x[:, @m.npy]` columns, a mask of x's whole shape
+/// its elements as one axis. The mask is streamed beside the data, never loaded whole:
+/// opening it counts its true elements per block in one pass (the result's length), and
+/// each tile finds its elements' positions from the mapped mask. Missing trailing axes
+/// are taken whole. `...`, `None` and boolean scalars are refused.
 
 #include "ooc/mapped_array.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,15 +35,43 @@ struct Slice {
   std::optional<std::int64_t> start, stop, step;
 };
 
+namespace detail { class MaskIndex; struct MaskAccess; }
+
+/// A boolean mask, numpy's `a[mask]`: a bool array in a file (`keep.npy`, `f.h5:/keep`, or
+/// a selection of one), mapped, never loaded whole. Opening it counts its true elements
+/// in one streamed pass, keeping one count per block of it; a selection then finds each
+/// tile's elements from the mapped mask. Copies share the one mapping.
+class BoolMask {
+ public:
+  /// Maps the bool array `path` names and counts its true elements. Throws UsageError
+  /// for a dtype other than bool, ooc::Error for a file that cannot be read as an array.
+  static BoolMask open(const std::string& path);
+  /// As open(), over an array already mapped (its dtype must be bool).
+  explicit BoolMask(MappedArray mask);
+
+  const std::string& path() const;
+  const Shape& shape() const;
+  /// Its true elements: the length of the axis it selects.
+  std::int64_t count() const;
+
+ private:
+  std::shared_ptr<const detail::MaskIndex> index_;
+  friend struct detail::MaskAccess;
+};
+
 /// The parsed text of a selection, before it meets an array.
 class Selection {
  public:
-  /// One axis: a slice, a single index, or a list of indices.
-  using Item = std::variant<Slice, std::int64_t, std::vector<std::int64_t>>;
+  /// One item: a slice, a single index, a list of indices, or a boolean mask (which
+  /// covers as many axes as it has dimensions).
+  using Item = std::variant<Slice, std::int64_t, std::vector<std::int64_t>, BoolMask>;
 
-  /// Parses the text between the brackets ("::5, 3", "1000:2000, [0, 4, 7]", "@rows.npy").
-  /// `@FILE` is read here. Throws UsageError naming `path` (the array's) for bad syntax,
-  /// more than one list, or an unreadable index array.
+  /// Parses the text between the brackets ("::5, 3", "1000:2000, [0, 4, 7]", "@rows.npy",
+  /// "@keep.npy, 5"). `@FILE` is opened here: an integer array is read as an index list,
+  /// a bool array is a BoolMask (counted, not loaded). Throws UsageError naming `path`
+  /// (the array's) for bad syntax, more than one list or mask, an unreadable index array
+  /// or mask, or one of another dtype (numpy's "arrays used as indices must be of integer
+  /// (or boolean) type").
   static Selection parse(std::string_view text, const std::string& path = "");
 
   const std::vector<Item>& items() const { return items_; }
@@ -54,9 +90,13 @@ std::optional<std::pair<std::string, std::string>> split_selection(const std::st
 /// The elements of `source` that `selection` picks, as numpy's `source[selection]`: its
 /// shape (axes of single indices dropped, the list's axis placed where numpy places it),
 /// in the memory order numpy's result has (C or F; see docs/decisions/2026-11-30-selection-numpy-order.md), read tile by tile from
-/// `source`, which the result owns. Throws UsageError naming source's path for an index
-/// out of bounds, too many indices or a zero step. Read-only: the result cannot be
-/// written in place.
+/// `source`, which the result owns (MappedArray::select of an lvalue shares it instead).
+/// Throws UsageError naming source's path for an index out of bounds, too many indices,
+/// a zero step or a mask whose shape does not match the axes it covers (numpy's
+/// "boolean index did not match indexed array along dimension 0; dimension is 100 but
+/// corresponding boolean dimension is 99"). Read-only: the result cannot be written in
+/// place. Its tiles let go of the source pages they read as they go, so that resident
+/// memory stays bounded by the tile size whatever the tiles span of the source.
 MappedArray select(MappedArray source, const Selection& selection);
 
 /// How the selection behind `array` reads its source, for `oocrun --verbose`: runs,

@@ -14,7 +14,9 @@
 #include "ooc/error.hpp"
 #include "ooc/internal/pipeline.hpp"
 #include "ooc/kernel.hpp"
+#include "os/file.hpp"
 #include "os/tile_reader.hpp"
+#include "ooc/selection.hpp"
 
 #include <algorithm>
 #include <array>
@@ -24,6 +26,8 @@
 #include <initializer_list>
 #include <limits>
 #include <mutex>
+
+#include <unistd.h>
 
 namespace ooc::kernels {
 
@@ -359,5 +363,110 @@ Scalar Expression::reduce(const PipelineOptions& options) const {
   });
 }
 
+
+namespace {
+
+// The reader of map_expression's array: a tile's elements are computed, piece by piece,
+// from the bound arrays. The inputs laid out as the result stream with it: their pages
+// are asked for ahead and let go behind, as a run does for arrays it reads itself.
+class ExpressionReader final : public ooc::detail::TileReader {
+ public:
+  static constexpr std::uint64_t kTileBytes = std::uint64_t{4} << 20;
+
+  explicit ExpressionReader(std::vector<MappedArray> arrays) : arrays_(std::move(arrays)) {}
+
+  const std::vector<MappedArray>& arrays() const { return arrays_; }
+
+  void adopt(Expression expression, const Expression::Impl& impl) {
+    expression_.emplace(std::move(expression));
+    impl_ = &impl;
+    for (std::size_t i = 0; i < impl.nodes.size(); ++i) {
+      const MappedArray* a = impl.nodes[i].array;
+      if (impl.nodes[i].kind != Node::Kind::input || !impl.input_direct[i]) continue;
+      if (std::none_of(streamed_.begin(), streamed_.end(), [&](const Streamed& s) { return s.array == a; }))
+        streamed_.push_back({a, 0});
+    }
+  }
+
+  const std::byte* read(std::int64_t begin, std::int64_t end, ooc::detail::AlignedBuffer& buffer) override {
+    const std::size_t item = static_cast<std::size_t>(impl_->dtype.itemsize());
+    buffer.ensure(std::max<std::size_t>(1, static_cast<std::size_t>(end - begin) * item));
+    std::byte* out = buffer.data();
+    impl_->evaluate_range(begin, end, [&](std::int64_t at, const std::byte* values, std::int64_t n) {
+      std::memcpy(out + static_cast<std::size_t>(at - begin) * item, values, static_cast<std::size_t>(n) * item);
+    });
+    return out;
+  }
+  // evaluate_range may run on several threads: an input read by a reader that is not
+  // thread-safe is read under the expression's lock (gather).
+  bool concurrent() const override { return true; }
+  // Tiles of a few MiB: a tile computed here is still in the cache when the run's kernel
+  // reads it, and the buffers of the tiles in flight stay small. (The mean of `a - 1`
+  // along axis 0 of 1 GiB of (N, 8) float64, medians of 5: 1.54 s at 4 MiB, 1.94 s at
+  // 16 MiB; resident 34 MiB above the interpreter's at 4 MiB, 106-129 MiB at 16 MiB.)
+  // The sparsest selection among the inputs sizes them further, as for eval.
+  std::uint64_t tile_bytes_cap() const override {
+    std::uint64_t cap = kTileBytes;
+    for (const MappedArray& a : arrays_) cap = std::min(cap, tile_bytes_spanning(a, kTileBytes));
+    return cap;
+  }
+  void will_need(std::int64_t begin, std::int64_t end) override {
+    for (const Streamed& s : streamed_) {
+      if (s.array->mapped())
+        ooc::detail::MappedArrayAccess::advise(*s.array, begin, end, os::Advice::will_need);
+      else
+        ooc::detail::MappedArrayAccess::reader(*s.array)->will_need(begin, end);
+    }
+  }
+  void release(std::int64_t begin, std::int64_t end) override {
+    for (Streamed& s : streamed_) {
+      if (s.array->mapped())
+        ooc::detail::MappedArrayAccess::drop_pages_before(*s.array, end, &s.dropped_to);
+      else
+        ooc::detail::MappedArrayAccess::reader(*s.array)->release(begin, end);
+    }
+  }
+  bool shrank() const override {
+    return std::any_of(arrays_.begin(), arrays_.end(), [](const MappedArray& a) { return a.shrank(); });
+  }
+
+ private:
+  struct Streamed {
+    const MappedArray* array;
+    std::uintptr_t dropped_to;  // release(): pages below this address are let go
+  };
+  std::vector<MappedArray> arrays_;  // never resized: the expression points into it
+  std::optional<Expression> expression_;
+  const Expression::Impl* impl_ = nullptr;
+  std::vector<Streamed> streamed_;
+};
+
+}  // namespace
+
+MappedArray map_expression(std::string_view text, const std::vector<std::string>& names,
+                           std::vector<MappedArray> arrays, std::string path) {
+  if (names.size() != arrays.size()) throw UsageError("map_expression: names and arrays differ in number");
+  if (arrays.empty()) throw UsageError("eval: an expression read as an array needs at least one array");
+  auto reader = std::make_unique<ExpressionReader>(std::move(arrays));
+  std::vector<Binding> bindings;
+  for (std::size_t i = 0; i < names.size(); ++i) bindings.push_back({names[i], &reader->arrays()[i]});
+  Expression expression = Expression::compile(text, bindings);
+  if (expression.reduction())
+    throw UsageError("eval: " + std::string(text) + ": a reduction gives one value, not an array to read");
+  const Expression::Impl& impl = *expression.impl_;
+  ArrayInfo info;
+  info.format = "expression";
+  info.dtype = impl.dtype;
+  info.shape = impl.shape;
+  info.order = impl.order;
+  // Locks and journals are the first array's: an in-place run on it is refused while
+  // the expression is read (the caller checks the others).
+  const auto [source_path, source_fd] = ooc::detail::MappedArrayAccess::source(reader->arrays().front());
+  os::UniqueFd fd(::dup(source_fd));
+  reader->adopt(std::move(expression), impl);
+  if (path.empty()) path = std::string(text);
+  return ooc::detail::MappedArrayAccess::read_by(std::move(path), std::move(info), source_path, std::move(fd),
+                                                 std::move(reader));
+}
 
 }  // namespace ooc::kernels

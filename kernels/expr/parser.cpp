@@ -168,7 +168,9 @@ class Parser {
     if (peek().kind == Tok::op && peek().text == "**") {
       const int column = peek().column;
       ++pos_;
-      return ufunc(Ufunc::power, column, {base, factor()});
+      const int node = ufunc(Ufunc::power, column, {base, factor()});
+      nodes_[static_cast<std::size_t>(node)].power_operator = true;
+      return node;
     }
     return base;
   }
@@ -232,6 +234,14 @@ class Parser {
       if (fname != name.text) continue;
       arity(1);
       return ufunc(f, name.column, args);
+    }
+    if (name.text == "power") {  // np.power(x, y): the ufunc, without ndarray's ** fast paths
+      arity(2);
+      return ufunc(Ufunc::power, name.column, args);
+    }
+    if (name.text == "maximum" || name.text == "minimum") {
+      arity(2);
+      return ufunc(name.text == "maximum" ? Ufunc::maximum : Ufunc::minimum, name.column, args);
     }
     if (name.text == "clip") {
       arity(3);

@@ -34,7 +34,8 @@ struct Token {
   int column;  // 1-based
 };
 
-constexpr std::string_view kFunctions = "sqrt, exp, log, log1p, expm1, sin, cos, tanh, abs, where, clip";
+constexpr std::string_view kFunctions =
+    "sqrt, exp, log, log1p, expm1, sin, cos, tanh, abs, where, clip, maximum, minimum, power";
 constexpr std::string_view kReductions =
     "sum, prod, mean, min, max, argmin, argmax, var, std, count_nonzero, any, all, nansum, nanmean, nanmin, "
     "nanmax, norm";
@@ -48,6 +49,7 @@ struct Node {
   std::vector<int> args;
   Ufunc ufunc = Ufunc::add;
   std::optional<DType> forced_loop;  // the ** fast paths compute in the array's own dtype
+  bool power_operator = false;       // `**`, whose fast paths numpy's ndarray takes; power() has none
   const MappedArray* array = nullptr;
   std::string name;
 

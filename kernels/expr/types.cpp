@@ -233,7 +233,7 @@ void Expression::Impl::rewrite_power(Node& n) {
 }
 
 void Expression::Impl::check_ufunc(Node& n) {
-  if (n.ufunc == Ufunc::power && n.args.size() == 2) rewrite_power(n);
+  if (n.ufunc == Ufunc::power && n.args.size() == 2 && n.power_operator) rewrite_power(n);
   if (n.ufunc == Ufunc::clip && n.args.size() == 3) {
     // np.clip reads a 0-d NaN bound as no bound, the Python float -inf or inf (numpy
     // 1.17's deprecated behaviour), unless `a` is a byte-swapped array; apply's clip does
@@ -277,7 +277,8 @@ void Expression::Impl::check_ufunc(Node& n) {
   const bool all_python = std::all_of(n.args.begin(), n.args.end(),
                                       [&](int a) { return nodes[static_cast<std::size_t>(a)].python; });
   if (all_constant) {
-    if (all_python) fold_python(n);
+    // Python's arithmetic between Python numbers, but np.power(2, 3) is numpy's
+    if (all_python && (n.ufunc != Ufunc::power || n.power_operator)) fold_python(n);
     else fold_numpy(n);
     return;
   }

@@ -13,15 +13,18 @@ import os
 import sys
 import time
 import warnings
+import weakref
 
 import numpy as np
 
-from . import _ooc
+from . import _lazy, _ooc
 
 __all__ = [
-    "Array", "Error", "open", "apply", "eval", "histogram", "map_blocks", "import_text", "export_text",
+    "Array", "Error", "Expression", "open", "apply", "copy", "eval", "histogram", "reduce", "map_blocks", "import_text",
+    "export_text",
     "sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero",
     "any", "all", "nansum", "nanmean", "nanmin", "nanmax", "norm",
+    "gram", "cov", "corrcoef", "matmul", "qr", "svd", "lstsq",
 ]
 
 # ooc.Error: a runtime failure with ooc's one-line message (a subclass of OSError).
@@ -40,9 +43,10 @@ class Array:
     np.asarray(a) or a.read() reads it into memory; the functions of this module stream it.
     """
 
-    __slots__ = ("_source", "shape", "dtype", "order", "format")
+    __slots__ = ("_source", "shape", "dtype", "order", "format", "_keep")
 
     def __init__(self, path, selections=()):
+        self._keep = ()  # what must live as long as the array: the temporary files of masks
         self._source = _ooc.Source(os.fspath(path), list(selections))
         info = _ooc.info(self._source)
         self.shape = tuple(int(n) for n in info["shape"])
@@ -86,7 +90,11 @@ class Array:
         return f"ooc.Array({where!r}, shape={self.shape}, dtype={self.dtype}, order={self.order!r})"
 
     def __getitem__(self, key):
-        return Array(self._source.path, self.selections + (_selection_text(key, self.ndim),))
+        key, keep = _lazy.mask_key(key, Array)  # a lazy boolean expression is computed into a mask file
+        text, masks = _selection_text(key, self.shape)
+        result = Array(self._source.path, self.selections + (text,))
+        result._keep = self._keep + keep + masks
+        return result
 
     def read(self, **options):
         """Every element, in a numpy array of this dtype and memory order. MemoryError
@@ -101,8 +109,8 @@ class Array:
 def open(array):
     """An ooc.Array over `array`: a path ("x.npy", "run.h5:/sim/p", "x.npy[::5, 3]"),
     an os.PathLike, an np.memmap of a whole .npy file (np.load(..., mmap_mode=...)), an
-    h5py.Dataset, or an ooc.Array (returned as it is)."""
-    if isinstance(array, Array):
+    h5py.Dataset, or an ooc.Array or lazy ooc.Expression (returned as it is)."""
+    if isinstance(array, (Array, _lazy.Expression)):
         return array
     if isinstance(array, (str, bytes, os.PathLike)):
         return Array(os.fsdecode(array))
@@ -133,18 +141,90 @@ def _source(array):
     return open(array)._source
 
 
-def _selection_text(key, ndim):
-    """numpy's index `key` as ooc's selection text, what goes between the brackets: ::10, [2, 5]."""
+def _selection_text(key, shape):
+    """numpy's index `key` into an array of `shape` as ooc's selection text, what goes
+    between the brackets (::10, [2, 5], @mask.npy), and what its masks need kept alive
+    as long as the selection (an in-memory mask's file, a mask array's own)."""
     items = key if isinstance(key, tuple) else (key,)
     if _builtin_sum(1 for item in items if item is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    parts = []
-    for item in items:
+    masks = [_mask_of(item) for item in items]
+    if _builtin_any(mask is not None for mask in masks):
+        _check_masks(items, masks, shape)
+    indexed = _builtin_sum(1 if mask is None else len(mask.shape) for item, mask in zip(items, masks)
+                           if item is not Ellipsis)
+    parts, keep = [], ()
+    for item, mask in zip(items, masks):
         if item is Ellipsis:  # as many whole axes as the other items leave
-            parts.extend([":"] * (ndim - (len(items) - 1)))
+            parts.extend([":"] * (len(shape) - indexed))
+        elif mask is not None:
+            text, kept = _mask_text(mask)
+            parts.append(text)
+            keep += kept
         else:
             parts.append(_index_text(item))
-    return ", ".join(parts)
+            if isinstance(item, Array):  # an index array in a file
+                keep += (item,)
+    return ", ".join(parts), keep
+
+
+def _mask_of(item):
+    """A boolean mask item (a bool np.ndarray or list of bools, a bool ooc.Array) as
+    itself (an ndarray for a list), else None."""
+    if isinstance(item, Array):
+        if item.dtype.kind != "b":
+            if item.dtype.kind in "iu":
+                return None
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        return item
+    if isinstance(item, (list, np.ndarray)):
+        values = np.asarray(item)
+        if values.dtype == bool and values.ndim > 0:
+            return values
+    return None
+
+
+def _check_masks(items, masks, shape):
+    """numpy's IndexError for a key with a mask that does not fit `shape`."""
+    indexed = _builtin_sum(1 if mask is None else len(mask.shape) for item, mask in zip(items, masks)
+                           if item is not Ellipsis and item is not None)
+    if indexed > len(shape):
+        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, but {indexed} were indexed")
+    axis = 0
+    for item, mask in zip(items, masks):
+        if item is Ellipsis:
+            axis += len(shape) - indexed
+        elif mask is None:
+            axis += 1
+        else:
+            for j, n in enumerate(mask.shape):
+                if n != shape[axis + j]:
+                    raise IndexError(f"boolean index did not match indexed array along dimension {axis + j}; "
+                                     f"dimension is {shape[axis + j]} but corresponding boolean dimension is {n}")
+            axis += len(mask.shape)
+
+
+def _mask_text(mask):
+    """`@FILE` for a mask, and what keeps FILE alive. A bool ooc.Array names its own file
+    (and selections). An in-memory mask is written, as a .npy, into an anonymous memory
+    file (memfd) named /proc/self/fd/N, closed when the last selection made with it goes:
+    nothing is ever left on disk, even by a killed process."""
+    if isinstance(mask, Array):
+        return "@" + mask.path + "".join(f"[{text}]" for text in mask.selections), (mask,)
+    memory = _MaskInMemory(mask)
+    return "@" + memory.path, (memory,)
+
+
+class _MaskInMemory:
+    """A bool ndarray as a .npy in an anonymous memory file, open until this is collected."""
+    __slots__ = ("path", "_finalizer", "__weakref__")
+
+    def __init__(self, mask):
+        fd = os.memfd_create("ooc-mask.npy", os.MFD_CLOEXEC)
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            np.save(f, mask)
+        self.path = f"/proc/self/fd/{fd}"
 
 
 def _index_text(item):
@@ -156,13 +236,17 @@ def _index_text(item):
     if item is None:
         raise ValueError("ooc selections do not add axes (None / np.newaxis)")
     if isinstance(item, (bool, np.bool_)):
-        raise ValueError("ooc selections take no boolean index")
+        raise ValueError("ooc selections take no boolean scalar index")
+    if isinstance(item, Array):  # an integer array in a file: an index array
+        return "@" + item.path + "".join(f"[{text}]" for text in item.selections)
     if isinstance(item, (list, np.ndarray)):
         values = np.asarray(item)
         if values.dtype == bool:
-            raise ValueError("ooc selections take no boolean mask; use np.flatnonzero(mask) as a list")
-        if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
-            raise ValueError("an index list must be 1-d and of integers")
+            raise ValueError("ooc selections take no 0-d boolean index (it adds an axis)")
+        if values.size and values.dtype.kind not in "iu":
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        if values.ndim != 1:
+            raise ValueError("an index list must be 1-d")
         return "[" + ", ".join(str(int(v)) for v in values) + "]"
     return str(int(_as_index(item)))
 
@@ -264,7 +348,10 @@ def _reduce(op, array, axis=None, out=None, ddof=0, overwrite=False, **options):
     if axis is None:
         if out is not None:
             raise ValueError(f"{op}: out= goes with axis= (a full reduction is one value)")
-        value = _ooc.reduce(source, op, int(ddof), call, progress)
+        if isinstance(array, _lazy.Expression) and not ddof:  # eval's outermost reduction: one fused pass
+            value = _lazy.reduce_fused(array, op, call, progress)
+        else:
+            value = _ooc.reduce(source, op, int(ddof), call, progress)
         if op in _NAN_WHEN_EMPTY and np.isnan(value) and open(array).size == 0:
             # numpy warns here, as oocrun does on stderr
             warnings.warn(f"{op} of an empty array is nan", RuntimeWarning, stacklevel=3)
@@ -309,6 +396,7 @@ for _op, _doc in _REDUCTIONS.items():
     _function = _make_reduction(_op, _doc, takes_ddof=_op in ("var", "std"))
     globals()[_op] = _function
     setattr(Array, _op, _function)
+    setattr(_lazy.Expression, _op, _function)
 del _op, _doc, _function
 
 
@@ -322,6 +410,87 @@ def histogram(a, bins=10, range=None, **options):
     return _ooc.histogram(_source(a), int(bins), range, call, progress)
 
 
+def _linalg(op, a, rowvar=True, bias=False, ddof=None, options=None):
+    call, progress = _common(options)
+    value, raised = _ooc.linalg(_source(a), op, bool(rowvar), bool(bias), ddof, call, progress)
+    for warning in raised:  # numpy's RuntimeWarnings, in numpy's words
+        warnings.warn(warning, RuntimeWarning, stacklevel=3)
+    return value
+
+
+def gram(a, **options):
+    """X.T @ X of a tall 2-d array (x @ x of a 1-d one), in one streamed pass: an
+    np.ndarray (M, M) of numpy's dtype for it (float32 stays float32, integers wrap)."""
+    value = _linalg("gram", a, options=options)
+    return value[()] if value.ndim == 0 else value
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None, **options):
+    """np.cov(m, rowvar=, bias=, ddof=) in one streamed pass, stable for large means:
+    float64, (M, M), or 0-d for one variable. Tall data (observations in rows) take
+    rowvar=False."""
+    if y is not None or fweights is not None or aweights is not None or dtype is not None:
+        raise ValueError("cov: ooc takes one array (y=, fweights=, aweights= and dtype= are not supported)")
+    if ddof is not None:
+        if ddof != int(ddof):
+            raise ValueError("ddof must be integer")
+        ddof = int(ddof)
+    return _linalg("cov", m, rowvar, bias, ddof, options)
+
+
+def corrcoef(x, y=None, rowvar=True, *, dtype=None, **options):
+    """np.corrcoef(x, rowvar=) in one streamed pass: float64 (M, M), clipped to [-1, 1]
+    (a single variable gives a float64 scalar, as numpy's)."""
+    if y is not None or dtype is not None:
+        raise ValueError("corrcoef: ooc takes one array (y= and dtype= are not supported)")
+    value = _linalg("corrcoef", x, rowvar, options=options)
+    return value[()] if value.ndim == 0 else value
+
+
+def matmul(x, w, out=None, *, overwrite=False, **options):
+    """x @ w for a tall (N, M) x streamed by rows and a small w, (M, K) or (M,): an
+    array in memory or a small file (a path, ooc.Array, np.memmap). numpy's dtype and
+    shape; an np.ndarray, or with out=PATH that file, returned as an ooc.Array."""
+    out = _check_out(out, "matmul")
+    if isinstance(w, (str, bytes, os.PathLike, Array)):
+        w = open(w).read()
+    w = np.asarray(w)
+    if w.dtype.kind not in "biuf":
+        raise TypeError(f"matmul: ooc takes bool, integer and float arrays, not {w.dtype}")
+    w = np.ascontiguousarray(w, dtype=w.dtype.newbyteorder("="))
+    call, progress = _common(options)
+    result = _ooc.matmul(_source(x), w, out, bool(overwrite), call, progress)
+    if out is not None:
+        return Array(out)
+    return result[()] if result.ndim == 0 else result
+
+
+def qr(a, mode="r", **options):
+    """np.linalg.qr(a, mode='r') of a tall 2-d array by TSQR, one streamed pass: R,
+    min(N, M) x M, with a non-negative diagonal (numpy's R up to the sign of each row)."""
+    if mode != "r":
+        raise ValueError("ooc.qr: only mode='r' (Q is not written yet)")
+    return _linalg("qr", a, options=options)
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False, **options):
+    """np.linalg.svd(a, compute_uv=False) of a tall 2-d array by TSQR, one streamed pass:
+    the singular values, descending."""
+    if compute_uv or hermitian:
+        raise ValueError("ooc.svd: only compute_uv=False (U and Vt are not computed yet)")
+    return _linalg("svd", a, options=options)
+
+
+def lstsq(a, b, rcond=None, **options):
+    """np.linalg.lstsq(a, b, rcond) of a tall (N, M) a and a (N,) or (N, K) b, both
+    files, streamed side by side (TSQR of [a b], then the SVD of R): (x, residuals, rank, s)."""
+    x, y = open(a), open(b)
+    if len(x.shape) == 2 and len(y.shape) in (1, 2) and x.shape[0] != y.shape[0]:
+        raise np.linalg.LinAlgError("Incompatible dimensions")  # numpy's, before any reading
+    call, progress = _common(options)
+    return _ooc.lstsq(x._source, y._source, None if rcond is None else float(rcond), call, progress)
+
+
 def _python_number(value):
     if isinstance(value, (bool, np.bool_)):
         return int(value)
@@ -330,7 +499,39 @@ def _python_number(value):
     return float(value)
 
 
-Array.histogram = histogram
+Array.histogram = _lazy.Expression.histogram = histogram
+
+
+def reduce(a, ops, axis=None, ddof=0, *, bins=10, range=None, **options):
+    """Several reductions of `a` over one read of it: {name: value} for the names in `ops`
+    (a list, or one string "mean,std"), each value what its own call gives, bit for bit:
+    ooc.reduce(a, ["mean", "std", "min", "max"]) equals {"mean": ooc.mean(a), "std":
+    ooc.std(a), ...}; with axis= numpy arrays, as ooc.mean(a, axis=axis) gives them;
+    "histogram" gives ooc.histogram(a, bins, range)'s (counts, edges). ddof= is var's and
+    std's. The file is read once; twice where numpy's var or std along an axis takes two
+    passes, or a histogram without range= first needs the data's min and max."""
+    names = ops.split(",") if isinstance(ops, str) else [str(op) for op in ops]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"reduce: {name!r} is named twice")
+        seen.add(name)
+    if not isinstance(bins, (int, np.integer)):
+        raise ValueError("histogram: bins is a number of equal bins (edges given as an array are not supported)")
+    if isinstance(axis, tuple):
+        if len(axis) != 1:
+            raise ValueError(f"reduce: ooc reduces along one axis at a time, not {axis}")
+        axis = axis[0]
+    call, progress = _common(options)
+    bounds = None if range is None else tuple(_python_number(v) for v in range)
+    values = _ooc.reduce_together(_source(a), names, int(ddof), int(bins), bounds,
+                                  None if axis is None else int(_as_index(axis)), call, progress)
+    result = dict(zip(names, values))
+    if axis is None and open(a).size == 0:
+        for name in names:
+            if name in _NAN_WHEN_EMPTY:  # numpy warns here, as ooc.mean(a) does
+                warnings.warn(f"{name} of an empty array is nan", RuntimeWarning, stacklevel=2)
+    return result
 
 
 # ---- elementwise, expressions, blocks -----------------------------------------------
@@ -344,6 +545,23 @@ def apply(op, a, out=None, *, inplace=False, journal=True, overwrite=False, **op
     out = _check_out(out, "apply")
     written = _ooc.apply(str(op), _source(a), out, bool(inplace), bool(journal), bool(overwrite), call, progress)
     return Array(written)
+
+
+def copy(a, out, *, overwrite=False, chunks=None, compression=None, shuffle=False, **options):
+    """oocrun copy: `a` (an array, a selection, a lazy expression) written to the new file
+    `out` (x.npy or file.h5:/dataset) as np.save(out, np.asarray(a)) writes it: its dtype,
+    byte order included, shape and memory order; returns an ooc.Array over it once
+    committed. chunks= (rows of the first axis, or "auto"), compression= ("gzip[:LEVEL]",
+    "lz4", "blosc[:CODEC[:LEVEL]]") and shuffle=True make a chunked HDF5 dataset.
+    overwrite=True replaces an existing HDF5 dataset. Writing onto `a`'s own file (or its
+    own dataset) is refused before anything is written."""
+    call, progress = _common(options)
+    out = _check_out(out, "copy")
+    if out is None:
+        raise TypeError("copy: out= is needed (x.npy or file.h5:/dataset)")
+    _ooc.copy(_source(a), out, bool(overwrite), None if chunks is None else str(chunks),
+              None if compression is None else str(compression), bool(shuffle), call, progress)
+    return Array(out)
 
 
 def import_text(text, out, *, dtype="f8", delimiter=",", comments="#", skiprows=0, header=False, usecols=None,
@@ -408,3 +626,10 @@ def map_blocks(f, *arrays, out=None, dtype=None, shape=None, overwrite=False, **
     shape = None if shape is None else [int(n) for n in shape]
     result = _ooc.map_blocks(f, sources, out, dtype_text, shape, bool(overwrite), call, progress)
     return Array(out) if out is not None else list(result)
+
+
+# numpy's operators, ufuncs, np.where and np.clip on ooc.Arrays give lazy expressions.
+Expression = _lazy.Expression
+Expression.__module__ = "ooc"
+_lazy.install(Array, _common, open)
+Array.__matmul__ = matmul  # after install: X @ W streams through ooc.matmul, not a lazy expression

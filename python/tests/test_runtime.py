@@ -242,8 +242,8 @@ def test_cmake_install_puts_the_package_where_python_finds_it(tmp):
     subprocess.run(["cmake", "--install", build, "--prefix", prefix], check=True, capture_output=True)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site = os.path.join(prefix, "lib", version, "dist-packages")
-    assert sorted(os.listdir(os.path.join(site, "ooc")))[:3] == ["__init__.py", "__init__.pyi", "_ooc" +
-                                                                    sysconfig_suffix()]
+    assert sorted(os.listdir(os.path.join(site, "ooc")))[:4] == ["__init__.py", "__init__.pyi", "_lazy.py",
+                                                                    "_ooc" + sysconfig_suffix()]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = site
     done = subprocess.run([sys.executable, "-c", "import ooc, numpy as np; print(ooc.__file__, ooc.sum("

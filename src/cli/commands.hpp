@@ -1,5 +1,5 @@
 #pragma once
-// oocrun's subcommands, one file each (info.cpp, apply.cpp, reduce.cpp, eval.cpp; import
+// oocrun's subcommands, one file each (info.cpp, apply.cpp, copy.cpp, reduce.cpp, eval.cpp; import
 // and export in text.cpp). Each adds its subcommand and options to the app, and run()s
 // when it was the one parsed: it returns the exit status and throws errors (fail() in
 // context.cpp prints them).
@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,18 @@ class ApplyCommand {
   ChunkedOutput chunked_;
 };
 
+class CopyCommand {
+ public:
+  CopyCommand(CLI::App& app, Common& common);
+  bool parsed() const { return command_->parsed(); }
+  int run(Context& context) const;
+
+ private:
+  CLI::App* command_;
+  std::string path_, output_;
+  ChunkedOutput chunked_;
+};
+
 class ReduceCommand {
  public:
   ReduceCommand(CLI::App& app, Common& common);
@@ -49,8 +62,12 @@ class ReduceCommand {
   int run(Context& context) const;
 
  private:
-  kernels::ReduceOp parse_op() const;
+  /// OP's reductions: one, or several named with commas ("sum,mean,std").
+  std::vector<kernels::ReduceOp> parse_ops() const;
   int run_axis(Context& context, const kernels::ReduceOp& op) const;
+  /// Several reductions over one read: {"results": {NAME: the object one would print}}.
+  int run_several(Context& context, const std::vector<kernels::ReduceOp>& ops) const;
+  int run_several_axis(Context& context, const std::vector<kernels::ReduceOp>& ops) const;
 
   CLI::App* command_;
   std::string op_, path_, range_, output_;  // range_: "LO:HI"
@@ -74,6 +91,35 @@ class EvalCommand {
   std::vector<std::string> bound_;  // NAME=ARRAY
   bool shielded_ = false;
   ChunkedOutput chunked_;
+};
+
+class LinalgCommand {
+ public:
+  LinalgCommand(CLI::App& app, Common& common);
+  bool parsed() const { return command_->parsed(); }
+  int run(Context& context) const;
+
+ private:
+  int run_lstsq(Context& context, const MappedArray& x, const PipelineOptions& options,
+                std::chrono::steady_clock::time_point start) const;
+
+  CLI::App* command_;
+  std::string op_, path_, y_path_;  // y_path_: lstsq's Y
+  std::optional<double> rcond_;
+  bool rowvar_ = false;
+  bool bias_ = false;
+  std::optional<std::int64_t> ddof_;
+};
+
+class MatmulCommand {
+ public:
+  MatmulCommand(CLI::App& app, Common& common);
+  bool parsed() const { return command_->parsed(); }
+  int run(Context& context) const;
+
+ private:
+  CLI::App* command_;
+  std::string x_, w_, output_;
 };
 
 }  // namespace ooc::cli

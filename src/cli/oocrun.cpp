@@ -1,5 +1,5 @@
 // oocrun: configures the command line and dispatches to the subcommand parsed (one file
-// each: info.cpp, apply.cpp, reduce.cpp, eval.cpp, text.cpp), nothing else.
+// each: info.cpp, apply.cpp, copy.cpp, reduce.cpp, eval.cpp, text.cpp), nothing else.
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
@@ -52,8 +52,11 @@ int main(int argc, char** argv) {
 
   InfoCommand info(app, common);
   ApplyCommand apply(app, common);
+  CopyCommand copy(app, common);
   ReduceCommand reduce(app, common);
   EvalCommand eval(app, common);
+  LinalgCommand linalg(app, common);
+  MatmulCommand matmul(app, common);
   TextCommands text(app);  // import, export
 
   std::vector<std::string> args = eval.shield_expression(app, std::vector<std::string>(argv, argv + argc));
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, reduce, eval, import, export)";
+        what = "unknown command '" + word + "' (known: info, apply, copy, reduce, eval, linalg, matmul, import, export)";
         break;
       }
     }
@@ -85,8 +88,11 @@ int main(int argc, char** argv) {
   try {
     if (info.parsed()) return info.run(context);
     if (apply.parsed()) return apply.run(context);
+    if (copy.parsed()) return copy.run(context);
     if (reduce.parsed()) return reduce.run(context);
     if (eval.parsed()) return eval.run(context);
+    if (linalg.parsed()) return linalg.run(context);
+    if (matmul.parsed()) return matmul.run(context);
     return text.run(context);
   } catch (...) {
     return fail(context, std::current_exception());

@@ -4,11 +4,13 @@
 
 namespace ooc::detail {
 
-std::byte* scratch(ScratchSlot which, std::size_t bytes, int input) {
-  const int slot = static_cast<int>(which) + (which == ScratchSlot::more_inputs ? input : 0);
-  thread_local std::vector<std::vector<std::byte>> buffers(4);
-  if (static_cast<std::size_t>(slot) >= buffers.size()) buffers.resize(static_cast<std::size_t>(slot) + 1);
-  std::vector<std::byte>& buffer = buffers[static_cast<std::size_t>(slot)];
+std::byte* scratch(ScratchSlot which, std::size_t bytes, int index) {
+  thread_local std::vector<std::vector<std::vector<std::byte>>> buffers;  // [slot][index]
+  const auto slot = static_cast<std::size_t>(which);
+  if (slot >= buffers.size()) buffers.resize(slot + 1);
+  std::vector<std::vector<std::byte>>& numbered = buffers[slot];
+  if (static_cast<std::size_t>(index) >= numbered.size()) numbered.resize(static_cast<std::size_t>(index) + 1);
+  std::vector<std::byte>& buffer = numbered[static_cast<std::size_t>(index)];
   if (buffer.size() < bytes) buffer.resize(bytes);
   return buffer.data();
 }

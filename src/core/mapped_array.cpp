@@ -86,6 +86,17 @@ struct MappedArray::Impl {
   // but mapping. A chunked or compressed HDF5 dataset gets its tile reader.
   void open(const std::string& name, Access access);
 
+  // Before this output, `dataset` of the existing HDF5 file `file`, is written (mapped or
+  // compressed): refuses a name that leads through an external link into another file,
+  // names a group, or names a dataset without `overwrite`; then opens the file's rollback
+  // transaction and makes the output pending as a hidden dataset, renamed to `dataset`
+  // on commit. The file's other objects are never touched.
+  struct HiddenDataset {
+    std::string name;
+    std::shared_ptr<hdf5::Rollback> transaction;
+  };
+  HiddenDataset begin_hidden_dataset(const std::string& file, const std::string& dataset, bool overwrite);
+
   // The address of element `index` of the array, clamped to the mapped window.
   std::uintptr_t address_of(std::int64_t index) const {
     const std::int64_t at = std::clamp(index, window.begin, window.end) - window.begin;
@@ -106,7 +117,7 @@ struct MappedArray::Impl {
   }
 };
 
-MappedArray::MappedArray(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MappedArray::MappedArray(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MappedArray::MappedArray(MappedArray&&) noexcept = default;
 MappedArray& MappedArray::operator=(MappedArray&&) noexcept = default;
 MappedArray::~MappedArray() = default;
@@ -259,6 +270,23 @@ std::string random_suffix() {
 
 }  // namespace
 
+MappedArray::Impl::HiddenDataset MappedArray::Impl::begin_hidden_dataset(const std::string& file,
+                                                                         const std::string& dataset, bool overwrite) {
+  if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
+  if (const std::string other = hdf5::elsewhere(file, dataset); !other.empty())
+    throw UsageError(path, "leads through an external link to " + other +
+                               ", in another file: ooc writes only into the file it names");
+  const std::string kind = hdf5::existing_kind(file, dataset);
+  if (!kind.empty() && kind != "dataset")  // overwrite would delete a whole group
+    throw UsageError(path, "is a " + kind + ", not a dataset: name a new dataset (overwrite replaces only a dataset)",
+                     "overwrite");
+  if (!kind.empty() && !overwrite)
+    throw UsageError(path, "dataset already exists (overwrite replaces it)", "overwrite");
+  HiddenDataset hidden{"/.ooc-" + random_suffix(), hdf5::Rollback::begin(file)};
+  pending = detail::PendingOutput::hidden_dataset(file, hidden.name, dataset, overwrite, hidden.transaction);
+  return hidden;
+}
+
 void MappedArray::Impl::open(const std::string& name, Access access) {
   const auto dataset = hdf5::split(name);
   const std::string file = dataset ? dataset->file : name;
@@ -402,27 +430,13 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
   if (!where) throw UsageError(path, "an HDF5 output is named FILE.h5:/dataset");
   auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
   const std::string file = output_target(where->file);
-  const bool existing = std::filesystem::exists(file);
-  if (existing) {
-    if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
-    if (const std::string other = hdf5::elsewhere(file, where->dataset); !other.empty())
-      throw UsageError(path, "leads through an external link to " + other +
-                                 ", in another file: ooc writes only into the file it names");
-    const std::string existing = hdf5::existing_kind(file, where->dataset);
-    if (!existing.empty() && existing != "dataset")  // --overwrite would delete a whole group
-      throw UsageError(path, "is a " + existing + ", not a dataset: name a new dataset (overwrite replaces only a dataset)",
-                       "overwrite");
-    if (!existing.empty() && !overwrite) throw UsageError(path, "dataset already exists (overwrite replaces it)", "overwrite");
-    // Written under a hidden name inside the file and renamed when complete; the file's
-    // other objects are never touched.
-    const std::string temp = "/.ooc-" + random_suffix();
-    auto transaction = hdf5::Rollback::begin(file);
-    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite, transaction);
-    impl->info.data_offset = hdf5::create_dataset(file, temp, dtype, shape);
+  if (std::filesystem::exists(file)) {
+    const auto hidden = impl->begin_hidden_dataset(file, where->dataset, overwrite);
+    impl->info.data_offset = hdf5::create_dataset(file, hidden.name, dtype, shape);
     impl->fd = os::open_existing(file, true);
     // The library places a new dataset past the file's end; should it reuse free space
     // inside the file, the bytes it covers are saved before the mapping overwrites them.
-    transaction->protect(impl->info.data_offset, impl->info.nbytes());
+    hidden.transaction->protect(impl->info.data_offset, impl->info.nbytes());
   } else {
     // A new file is built under a temporary name beside it and renamed when complete.
     std::filesystem::path temp;
@@ -517,6 +531,8 @@ void MappedArrayAccess::drop_pages_before(const MappedArray& array, std::int64_t
   *mark = to;
 }
 
+MappedArray MappedArrayAccess::share(const MappedArray& array) { return MappedArray(array.impl_); }
+
 TileReader* MappedArrayAccess::reader(const MappedArray& array) { return array.impl_->reader(); }
 TileWriter* MappedArrayAccess::writer(const MappedArray& array) { return array.impl_->writer(); }
 const os::Mapping* MappedArrayAccess::mapping(const MappedArray& array) { return array.impl_->mapping(); }
@@ -529,20 +545,8 @@ MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, D
   auto impl = MappedArray::Impl::output(path, "hdf5", dtype, shape, Order::c);
   const std::string file = output_target(where->file);
   if (std::filesystem::exists(file)) {
-    if (!hdf5::is_hdf5_file(file)) throw Error(file, "exists and is not an HDF5 file");
-    if (const std::string other = hdf5::elsewhere(file, where->dataset); !other.empty())
-      throw UsageError(path, "leads through an external link to " + other +
-                                 ", in another file: ooc writes only into the file it names");
-    const std::string kind = hdf5::existing_kind(file, where->dataset);
-    if (!kind.empty() && kind != "dataset")
-      throw UsageError(path, "is a " + kind + ", not a dataset: name a new dataset (overwrite replaces only a dataset)",
-                       "overwrite");
-    if (!kind.empty() && !overwrite) throw UsageError(path, "dataset already exists (overwrite replaces it)", "overwrite");
-    // Written under a hidden name and renamed when complete, as an uncompressed output.
-    const std::string temp = "/.ooc-" + random_suffix();
-    auto transaction = hdf5::Rollback::begin(file);
-    impl->pending = detail::PendingOutput::hidden_dataset(file, temp, where->dataset, overwrite, transaction);
-    impl->bytes = hdf5::create_compressed(file, temp, dtype, shape, how, path);
+    const auto hidden = impl->begin_hidden_dataset(file, where->dataset, overwrite);
+    impl->bytes = hdf5::create_compressed(file, hidden.name, dtype, shape, how, path);
     impl->fd = os::open_existing(file, true);
   } else {
     std::filesystem::path temp;

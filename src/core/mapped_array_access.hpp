@@ -26,6 +26,10 @@ class MappedArrayAccess {
   /// and lie at or after `*mark` (an address; 0 means the start of the data), then moves
   /// the mark. Pages stay in the page cache, dirty ones too.
   static void drop_pages_before(const MappedArray& array, std::int64_t end, std::uintptr_t* mark);
+  /// Another MappedArray over the very same bytes (mapping, reader, descriptor) as
+  /// `array`, which they outlive as long as either holds them: what a selection of a
+  /// named array reads.
+  static MappedArray share(const MappedArray& array);
   /// The reader of an array that is not mapped.
   static TileReader* reader(const MappedArray& array);
   /// The writer of an output that is not mapped (a compressed HDF5 dataset), or null.

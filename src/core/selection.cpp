@@ -1,5 +1,6 @@
 #include "ooc/selection.hpp"
 
+#include "core/bool_mask.hpp"
 #include "core/mapped_array_access.hpp"
 #include "core/selection_info.hpp"
 #include "ooc/dtype.hpp"
@@ -84,7 +85,7 @@ class Parser {
     if (s.empty()) fail("an empty index");
     if (s == "..." || s == "Ellipsis") fail("'...' is not supported: write the axes out");
     if (s == "None" || s == "np.newaxis") fail("new axes (None) are not supported");
-    if (s == "True" || s == "False") fail("boolean indices are not supported");
+    if (s == "True" || s == "False") fail("boolean scalar indices are not supported (a mask is a file: @keep.npy)");
     if (s.front() == '@') return index_file(std::string(trim(s.substr(1))));
     if (s.front() == '[') {
       if (s.back() != ']') fail("a list must end with ']'");
@@ -116,9 +117,10 @@ class Parser {
     return integer(s);
   }
 
-  // The integers of a 1-D integer array in a file, as numpy's a[np.load(FILE)].
-  std::vector<std::int64_t> index_file(const std::string& file) const {
-    if (file.empty()) fail("@ must name an index array file, as @rows.npy");
+  // An array in a file, as numpy's a[np.load(FILE)]: a bool one is a mask (counted, not
+  // loaded), the integers of a 1-D integer one a list.
+  Selection::Item index_file(const std::string& file) const {
+    if (file.empty()) fail("@ must name an index array or mask file, as @rows.npy or @keep.npy");
     MappedArray indices = [&] {
       try {
         return map_file(file);
@@ -127,8 +129,18 @@ class Parser {
       }
     }();
     const DType dtype = indices.dtype();
+    if (dtype.kind() == Kind::boolean) {
+      if (indices.ndim() == 0) fail("mask " + file + " has 0 dimensions: a 0-d boolean index adds an axis, which "
+                                    "ooc selections do not");
+      try {
+        return BoolMask(std::move(indices));
+      } catch (const UsageError& e) {
+        fail(std::string("mask ") + e.what());
+      }
+    }
     if (dtype.kind() != Kind::signed_int && dtype.kind() != Kind::unsigned_int)
-      fail("index array " + file + " holds " + dtype.name() + "; arrays used as indices must be of integer type");
+      fail("index array " + file + " holds " + dtype.name() +
+           "; arrays used as indices must be of integer (or boolean) type");
     if (indices.shape().size() != 1)
       fail("index array " + file + " has " + std::to_string(indices.shape().size()) +
            " dimensions; only 1-D index arrays are supported");
@@ -164,12 +176,35 @@ class Parser {
   const std::string& path_;
 };
 
+// The source axes a streamed mask covers: where its C-order position f lies in the source.
+struct MaskAxes {
+  std::vector<std::int64_t> sizes, strides;  // of the source axes it covers, outermost first
+  bool linear = false;                       // those axes lie one after another: f * strides.back()
+  std::int64_t offset(std::int64_t f) const {
+    if (linear) return f * strides.back();
+    std::int64_t offset = 0;
+    for (std::size_t j = sizes.size(); j-- > 0;) {
+      offset += f % sizes[j] * strides[j];
+      f /= sizes[j];
+    }
+    return offset;
+  }
+  // Positions f, f + 1, ... that lie strides.back() apart in the source: those on the same
+  // row of the innermost axis (all of them when linear).
+  std::int64_t straight_from(std::int64_t f) const {
+    return linear ? std::numeric_limits<std::int64_t>::max() : sizes.back() - f % sizes.back();
+  }
+};
+
 // One loop of a selection, in its memory order: element i of it is `offset(i)` elements
-// from the loop's start in the source.
+// from the loop's start in the source, or, for a streamed mask, at the offset of the
+// mask's i-th true element (walked with a cursor: for_each_run).
 struct Loop {
   std::int64_t count = 1;
   std::int64_t stride = 0;                // source elements between neighbours (a slice)
   std::vector<std::int64_t> offsets;      // or each index's offset (the list's axis)
+  std::shared_ptr<const detail::MaskIndex> mask;  // or a mask's true elements
+  MaskAxes mask_axes;
   std::int64_t offset(std::int64_t i) const { return offsets.empty() ? i * stride : offsets[static_cast<std::size_t>(i)]; }
 };
 
@@ -189,33 +224,63 @@ struct Run {
   std::int64_t at, first, count, step;
 };
 
-// Calls f(run) for the runs of selection elements [begin, end).
+// Calls f(run) for the runs of selection elements [begin, end), in order. A streamed
+// mask's loop walks its true elements with a cursor, from the true element `begin` needs
+// on: a tile reads only its own part of the mask.
 template <class F>
 void for_each_run(const Layout& layout, std::int64_t begin, std::int64_t end, F&& f) {
   if (begin >= end) return;
   const std::size_t depth = layout.loops.size();
-  std::vector<std::int64_t> digit(depth);
+  std::vector<std::int64_t> digit(depth), offset(depth);
+  std::vector<std::optional<detail::MaskIndex::Cursor>> cursor(depth);
   std::int64_t rest = begin;
   for (std::size_t d = 0; d < depth; ++d) {
-    digit[d] = rest % layout.loops[d].count;
-    rest /= layout.loops[d].count;
+    const Loop& loop = layout.loops[d];
+    digit[d] = rest % loop.count;
+    rest /= loop.count;
+    if (loop.mask) {
+      cursor[d].emplace(*loop.mask);
+      cursor[d]->seek(digit[d]);
+    }
   }
+  // The offset of loop d's current element.
+  auto current = [&](std::size_t d) {
+    const Loop& loop = layout.loops[d];
+    return loop.mask ? loop.mask_axes.offset(cursor[d]->position()) : loop.offset(digit[d]);
+  };
+  for (std::size_t d = 1; d < depth; ++d) offset[d] = current(d);
   const Loop& inner = layout.loops[0];
   std::int64_t at = begin;
-  while (at < end) {
+  for (;;) {
     std::int64_t outer = layout.base;
-    for (std::size_t d = 1; d < depth; ++d) outer += layout.loops[d].offset(digit[d]);
+    for (std::size_t d = 1; d < depth; ++d) outer += offset[d];
     const std::int64_t n = std::min(inner.count - digit[0], end - at);
-    if (inner.offsets.empty()) {
+    if (inner.mask) {
+      detail::MaskIndex::Cursor& walk = *cursor[0];
+      for (std::int64_t j = 0; j < n;) {
+        const std::int64_t f0 = walk.position();
+        const std::int64_t run = walk.take_run(std::min(n - j, inner.mask_axes.straight_from(f0)));
+        f(Run{at + j, outer + inner.mask_axes.offset(f0), run, inner.mask_axes.strides.back()});
+        j += run;
+      }
+    } else if (inner.offsets.empty()) {
       f(Run{at, outer + digit[0] * inner.stride, n, inner.stride});
     } else {
       for (std::int64_t j = 0; j < n; ++j) f(Run{at + j, outer + inner.offsets[static_cast<std::size_t>(digit[0] + j)], 1, 1});
     }
     at += n;
+    if (at >= end) return;
     digit[0] = 0;
+    if (inner.mask) cursor[0]->seek(0);
     for (std::size_t d = 1; d < depth; ++d) {
-      if (++digit[d] < layout.loops[d].count) break;
-      digit[d] = 0;
+      const bool carry = ++digit[d] == layout.loops[d].count;
+      if (carry) digit[d] = 0;
+      if (cursor[d]) {
+        if (carry) cursor[d]->seek(0);
+        else cursor[d]->next();
+      }
+      offset[d] = current(d);
+      if (!carry) break;
     }
   }
 }
@@ -223,6 +288,16 @@ void for_each_run(const Layout& layout, std::int64_t begin, std::int64_t end, F&
 // Source elements [lo, hi] that are read as one piece.
 struct Span {
   std::int64_t lo, hi;
+};
+
+// The source elements [lo, hi] a piece of a tile read (none while hi < lo).
+struct Cover {
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
+  void add(std::int64_t first, std::int64_t count, std::int64_t step) {
+    const std::int64_t last = first + (count - 1) * step;
+    lo = std::min({lo, first, last});
+    hi = std::max({hi, first, last});
+  }
 };
 
 // Groups runs into spans: a gap of up to `gap` elements between a run and the span being
@@ -309,6 +384,57 @@ std::string out_of_bounds(std::int64_t index, std::size_t axis, std::int64_t siz
          std::to_string(size);
 }
 
+// A mask with at most this many true elements becomes a list of their offsets when the
+// selection is made (512 KiB of them): the list's ways of reading then apply, the
+// one-pass stash of a few columns included. Larger masks are streamed. The tests set
+// OOC_MASK_LIST_TRUES (to 0: stream every mask) to take the streamed way on small files.
+std::int64_t mask_list_trues() {
+  if (const char* text = std::getenv("OOC_MASK_LIST_TRUES")) {
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
+    if (ec == std::errc() && *end == '\0' && value >= 0) return value;
+  }
+  return std::int64_t{1} << 16;
+}
+
+// The loop of a mask over source axes [first, first + its dimensions), whose lengths it
+// must have (numpy's IndexError text otherwise).
+template <class Fail>
+Loop mask_loop(const BoolMask& mask, const Shape& shape, const Shape& stride, std::size_t first, Fail&& fail) {
+  const Shape& covers = mask.shape();
+  for (std::size_t j = 0; j < covers.size(); ++j)
+    if (covers[j] != shape[first + j])
+      fail("boolean index did not match indexed array along dimension " + std::to_string(first + j) +
+           "; dimension is " + std::to_string(shape[first + j]) + " but corresponding boolean dimension is " +
+           std::to_string(covers[j]));
+  MaskAxes axes;
+  axes.sizes.assign(covers.begin(), covers.end());
+  axes.strides.assign(stride.begin() + static_cast<std::ptrdiff_t>(first),
+                      stride.begin() + static_cast<std::ptrdiff_t>(first + covers.size()));
+  axes.linear = true;
+  for (std::size_t j = 0; j + 1 < covers.size(); ++j)
+    if (axes.strides[j] != axes.strides[j + 1] * axes.sizes[j + 1]) axes.linear = false;
+  Loop loop;
+  loop.count = mask.count();
+  const std::shared_ptr<const detail::MaskIndex>& index = detail::MaskAccess::index(mask);
+  if (loop.count > mask_list_trues()) {
+    loop.mask = index;
+    loop.mask_axes = std::move(axes);
+    return loop;
+  }
+  loop.offsets.reserve(static_cast<std::size_t>(loop.count));
+  if (loop.count > 0) {
+    detail::MaskIndex::Cursor walk(*index);
+    walk.seek(0);
+    for (std::int64_t i = 0; i < loop.count; ++i) {
+      loop.offsets.push_back(axes.offset(walk.position()));
+      walk.next();
+    }
+  }
+  index->check_intact();
+  return loop;
+}
+
 // numpy's placement and memory order of source[selection]'s result.
 Layout resolve(const ArrayInfo& source, const Selection& selection, const std::string& path) {
   const Shape& shape = source.shape;
@@ -317,19 +443,28 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
   auto fail = [&](const std::string& problem) -> void {
     throw UsageError(path, "selection " + selection.text() + ": " + problem);
   };
-  if (items.size() > ndim)
+  // A mask covers as many axes as it has dimensions, any other item one.
+  auto axes_of = [](const Selection::Item& item) {
+    const auto* mask = std::get_if<BoolMask>(&item);
+    return mask ? mask->shape().size() : std::size_t{1};
+  };
+  std::size_t indexed = 0;
+  for (const Selection::Item& item : items) indexed += axes_of(item);
+  if (indexed > ndim)
     fail("too many indices for array: array is " + std::to_string(ndim) + "-dimensional, but " +
-         std::to_string(items.size()) + " were indexed");
+         std::to_string(indexed) + " were indexed");
   // Elements between neighbours along each source axis, in the source's memory order.
   const Shape stride = element_strides(shape, source.order);
 
   Layout layout;
   std::vector<Loop> dims;                 // the result's axes, in result order
-  std::optional<std::size_t> list_axis;   // source axis of the list
-  std::vector<std::size_t> advanced;      // source axes of the list and (with a list) the single indices
+  std::optional<std::size_t> list_at;     // where the list's (or mask's) loop is in dims
+  std::vector<std::size_t> advanced;      // source axes of the list (or mask) and (with one) the single indices
   std::size_t slices_before_advanced = 0;
-  for (std::size_t k = 0; k < ndim; ++k) {
-    const Selection::Item item = k < items.size() ? items[k] : Selection::Item{Slice{}};
+  for (std::size_t i = 0, next_axis = 0; next_axis < ndim; ++i) {
+    const Selection::Item item = i < items.size() ? items[i] : Selection::Item{Slice{}};
+    const std::size_t k = next_axis;  // the first source axis the item covers
+    next_axis += axes_of(item);
     const std::int64_t n = shape[k];
     if (const auto* slice = std::get_if<Slice>(&item)) {
       // Python's slice.indices(n).
@@ -364,18 +499,22 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
       if (*index < -n || *index >= n) fail(out_of_bounds(*index, k, n));
       layout.base += (*index < 0 ? *index + n : *index) * stride[k];
       advanced.push_back(k);
-    } else {
-      const auto& list = std::get<std::vector<std::int64_t>>(item);
+    } else if (const auto* list = std::get_if<std::vector<std::int64_t>>(&item)) {
       Loop loop;
-      loop.count = static_cast<std::int64_t>(list.size());
-      loop.offsets.reserve(list.size());
-      for (std::int64_t i : list) {
-        if (i < -n || i >= n) fail(out_of_bounds(i, k, n));
-        loop.offsets.push_back((i < 0 ? i + n : i) * stride[k]);
+      loop.count = static_cast<std::int64_t>(list->size());
+      loop.offsets.reserve(list->size());
+      for (std::int64_t index : *list) {
+        if (index < -n || index >= n) fail(out_of_bounds(index, k, n));
+        loop.offsets.push_back((index < 0 ? index + n : index) * stride[k]);
       }
-      list_axis = k;
+      list_at = dims.size();
       advanced.push_back(k);
       dims.push_back(std::move(loop));
+    } else {
+      const BoolMask& mask = std::get<BoolMask>(item);
+      list_at = dims.size();
+      for (std::size_t j = 0; j < mask.shape().size(); ++j) advanced.push_back(k + j);
+      dims.push_back(mask_loop(mask, shape, stride, k, fail));
     }
   }
 
@@ -386,15 +525,12 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
   std::vector<std::size_t> memory;  // result axes, outermost first
   const std::size_t r = dims.size();
   layout.order = source.order;
-  if (list_axis) {
+  if (list_at) {
     const bool adjacent = advanced.back() - advanced.front() + 1 == advanced.size();
     const std::size_t place = adjacent ? slices_before_advanced : 0;
     // dims holds the list's loop among the slices in source order; move it to `place`.
-    std::size_t list_at = 0;
-    for (std::size_t k = 0; k < *list_axis; ++k)
-      if (k >= items.size() || !std::holds_alternative<std::int64_t>(items[k])) ++list_at;
-    Loop list_loop = std::move(dims[list_at]);
-    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(list_at));
+    Loop list_loop = std::move(dims[*list_at]);
+    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(*list_at));
     dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(place), std::move(list_loop));
     memory.push_back(place);
     std::vector<std::size_t> others;
@@ -484,7 +620,8 @@ class Stash {
 bool outer_loop_interleaves(const Layout& layout) {
   if (layout.loops.size() < 2 || layout.size == 0) return false;
   const Loop& outer = layout.loops.back();
-  if (outer.count < 2) return false;
+  // A streamed mask's offsets are walked, not listed: its blocks are not gathered.
+  if (outer.count < 2 || outer.mask) return false;
   std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
   for (std::int64_t j = 0; j < outer.count; ++j) {
     lo = std::min(lo, outer.offset(j));
@@ -495,7 +632,7 @@ bool outer_loop_interleaves(const Layout& layout) {
   for (std::size_t d = 0; d + 1 < layout.loops.size(); ++d) {
     const Loop& loop = layout.loops[d];
     if (loop.count < 2) continue;
-    if (!loop.offsets.empty()) return false;  // the list is inner: nothing to gather
+    if (!loop.offsets.empty() || loop.mask) return false;  // the list (or mask) is inner: nothing to gather
     inner_has_more_than_one = true;
     inner_stride = std::min(inner_stride, std::abs(loop.stride));
   }
@@ -534,37 +671,34 @@ class SelectionReader final : public detail::TileReader {
       : source_(std::move(source)), layout_(std::move(layout)), text_(std::move(text)),
         item_(static_cast<std::size_t>(source_.dtype().itemsize())),
         gap_(std::max<std::int64_t>(0, gap_bytes() / static_cast<std::int64_t>(item_))) {
+    for (const Loop& loop : layout_.loops)
+      if (loop.mask) masks_.push_back(loop.mask);
     plan_one_pass();
     summarise();
+    // Pieces of a tile that span about 4 MiB of the source, and at least a block of
+    // elements: a piece's page release (one madvise over its covering range) then costs
+    // little beside its copy even where the elements lie far apart.
+    constexpr double kPieceSourceBytes = 4 << 20;
+    constexpr std::int64_t kLeastPiece = 8192;
+    piece_elements_ =
+        std::max(kLeastPiece, static_cast<std::int64_t>(kPieceSourceBytes / (spread_ * static_cast<double>(item_))));
   }
 
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
     buffer.ensure(static_cast<std::size_t>(end - begin) * item_);
     std::byte* out = buffer.data();
-    auto place = [&](const Run& run) { return out + static_cast<std::size_t>(run.at - begin) * item_; };
     if (source_.mapped()) {
-      const std::byte* data = source_.bytes().data();
-      auto copy_from_source = [&](std::int64_t from, std::int64_t to) {
-        for_each_run(layout_, from, to, [&](const Run& run) {
-          copy_run(place(run), data + static_cast<std::ptrdiff_t>(run.first) * static_cast<std::ptrdiff_t>(item_),
-                   run.count, run.step, item_);
-        });
-      };
-      if (!stash_) {
-        copy_from_source(begin, end);
-      } else {
-        for_each_block_part(begin, end, block_elements_, [&](std::int64_t block, std::int64_t lo, std::int64_t hi,
-                                                             std::int64_t at) {
-          const std::size_t bytes = static_cast<std::size_t>(hi - lo) * item_;
-          std::byte* dst = out + static_cast<std::size_t>(at - begin) * item_;
-          if (block == 0) gather(data, lo, hi, dst);
-          else if (stash_->has(lo, hi)) std::memcpy(dst, stash_->at(block, lo), bytes);
-          else copy_from_source(at, at + (hi - lo));
-        });
-      }
+      // A piece at a time, each letting go of the source pages it read: a tile spans more
+      // of the source than its own size (x[:, 2] of an (N, 8) array: 8 times), and pages
+      // kept until the tile's commit would add up to the span of every tile in flight,
+      // whatever the caller's tile size (docs/decisions/2026-12-04-boolean-masks.md).
+      for (std::int64_t from = begin; from < end; from += piece_elements_)
+        read_piece(from, std::min(end, from + piece_elements_), out + static_cast<std::size_t>(from - begin) * item_);
       source_.check_intact();
+      check_masks_intact();
       return out;
     }
+    auto place = [&](const Run& run) { return out + static_cast<std::size_t>(run.at - begin) * item_; };
     detail::TileReader& reader = *detail::MappedArrayAccess::reader(source_);
     SpanBuilder spans(gap_);
     auto flush = [&](const Span& span, const std::vector<Run>& runs) {
@@ -575,6 +709,7 @@ class SelectionReader final : public detail::TileReader {
     };
     for_each_run(layout_, begin, end, [&](const Run& run) { spans.add(run, flush); });
     spans.finish(flush);
+    check_masks_intact();
     return out;
   }
 
@@ -592,30 +727,6 @@ class SelectionReader final : public detail::TileReader {
     const std::int64_t last = stash_ ? std::min(end, block_elements_) : end;
     for_each_run(layout_, begin, last, [&](const Run& run) { spans.add(run, advise); });
     spans.finish(advise);
-  }
-
-  // The source pages wholly inside the tile's covering range: a later tile that shares
-  // one (a list or a negative step that comes back) faults it in again from the cache.
-  void release(std::int64_t begin, std::int64_t end) override {
-    if (!source_.mapped()) return;
-    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
-    auto cover = [&](std::int64_t from, std::int64_t to) {
-      for_each_run(layout_, from, to, [&](const Run& run) {
-        const std::int64_t last = run.first + (run.count - 1) * run.step;
-        lo = std::min({lo, run.first, last});
-        hi = std::max({hi, run.first, last});
-      });
-    };
-    if (!stash_) {
-      cover(begin, end);
-    } else {
-      // A later block's part copied from the stash left no source pages mapped.
-      for_each_block_part(begin, end, block_elements_, [&](std::int64_t block, std::int64_t part_lo,
-                                                           std::int64_t part_hi, std::int64_t at) {
-        if (block == 0 || !stash_->has(part_lo, part_hi)) cover(at, at + (part_hi - part_lo));
-      });
-    }
-    if (hi >= lo) detail::MappedArrayAccess::advise(source_, lo, hi + 1, os::Advice::dont_need);
   }
 
   const MappedArray& source() const { return source_; }
@@ -640,7 +751,8 @@ class SelectionReader final : public detail::TileReader {
   // Elements [lo, hi) of block 0 into `out`, and the same elements of every other block
   // into the stash, a few hundred rows at a time so that each source row is in the CPU's
   // cache for all of its blocks.
-  void gather(const std::byte* data, std::int64_t lo, std::int64_t hi, std::byte* out) {
+  // `cover` grows by the source elements read.
+  void gather(const std::byte* data, std::int64_t lo, std::int64_t hi, std::byte* out, Cover& cover) {
     constexpr std::int64_t kRowsAtOnce = 512;
     const Loop& outer = layout_.loops.back();
     const std::ptrdiff_t item = static_cast<std::ptrdiff_t>(item_);
@@ -649,12 +761,49 @@ class SelectionReader final : public detail::TileReader {
         const std::int64_t n = std::min(kRowsAtOnce, run.count - i);
         const std::int64_t first = run.first + i * run.step;
         copy_run(out + static_cast<std::size_t>(run.at - lo + i) * item_, data + first * item, n, run.step, item_);
-        for (std::int64_t j = 1; j < outer.count; ++j)
-          copy_run(stash_->at(j, run.at + i), data + (first + outer.offset(j) - outer.offset(0)) * item, n, run.step,
-                   item_);
+        cover.add(first, n, run.step);
+        for (std::int64_t j = 1; j < outer.count; ++j) {
+          const std::int64_t other = first + outer.offset(j) - outer.offset(0);
+          copy_run(stash_->at(j, run.at + i), data + other * item, n, run.step, item_);
+          cover.add(other, n, run.step);
+        }
       }
     });
     stash_->gathered(lo, hi);
+  }
+
+  // Selection elements [begin, end) from the mapped source into `out`; then the source
+  // pages they were read from leave the resident set (those on the edges too: a tile on
+  // another thread that shares one faults it in again from the page cache).
+  void read_piece(std::int64_t begin, std::int64_t end, std::byte* out) {
+    const std::byte* data = source_.bytes().data();
+    Cover cover;
+    auto copy_from_source = [&](std::int64_t from, std::int64_t to) {
+      for_each_run(layout_, from, to, [&](const Run& run) {
+        copy_run(out + static_cast<std::size_t>(run.at - begin) * item_,
+                 data + static_cast<std::ptrdiff_t>(run.first) * static_cast<std::ptrdiff_t>(item_), run.count, run.step,
+                 item_);
+        cover.add(run.first, run.count, run.step);
+      });
+    };
+    if (!stash_) {
+      copy_from_source(begin, end);
+    } else {
+      for_each_block_part(begin, end, block_elements_, [&](std::int64_t block, std::int64_t lo, std::int64_t hi,
+                                                           std::int64_t at) {
+        std::byte* dst = out + static_cast<std::size_t>(at - begin) * item_;
+        if (block == 0) gather(data, lo, hi, dst, cover);
+        else if (stash_->has(lo, hi)) std::memcpy(dst, stash_->at(block, lo), static_cast<std::size_t>(hi - lo) * item_);
+        else copy_from_source(at, at + (hi - lo));
+      });
+    }
+    if (cover.hi >= cover.lo)
+      detail::drop_pages_holding(data + static_cast<std::ptrdiff_t>(cover.lo) * static_cast<std::ptrdiff_t>(item_),
+                                 data + static_cast<std::ptrdiff_t>(cover.hi + 1) * static_cast<std::ptrdiff_t>(item_));
+  }
+
+  void check_masks_intact() const {
+    for (const auto& mask : masks_) mask->check_intact();
   }
 
   // Counts the runs and spans (of the first elements of a large selection), picks the
@@ -701,6 +850,9 @@ class SelectionReader final : public detail::TileReader {
         << (source_.mapped() ? (sequential ? "dense: sequential readahead" : "sparse: random access, spans advised ahead")
                              : "read span by span through the dataset's reader");
     if (sampled < layout_.size) out << " (estimated from the first " << sampled << " elements)";
+    for (const auto& mask : masks_)
+      out << "; mask " << mask->path() << ": " << mask->count() << " of " << mask->elements()
+          << " true, streamed beside the data";
     const std::int64_t blocks = layout_.loops.back().count;
     if (stash_)
       out << "; one pass over the rows: " << blocks << " blocks of " << block_elements_
@@ -717,6 +869,8 @@ class SelectionReader final : public detail::TileReader {
   std::size_t item_;
   std::int64_t gap_;  // in elements
   double spread_ = 1;
+  std::int64_t piece_elements_ = 0;  // a tile of a mapped source is read and let go of in pieces of this many
+  std::vector<std::shared_ptr<const detail::MaskIndex>> masks_;  // streamed masks: checked after each read
   std::unique_ptr<Stash> stash_;     // set when read in one pass over the rows
   std::int64_t block_elements_ = 0;  // elements per block of an interleaving outermost loop, else 0
   double stash_bytes_ = 0;           // what the stash holds (or would hold)
@@ -737,9 +891,11 @@ Selection Selection::parse(std::string_view text, const std::string& path) {
   int lists = 0;
   for (std::string_view part : parts) {
     selection.items_.push_back(parser.item(part));
-    if (std::holds_alternative<std::vector<std::int64_t>>(selection.items_.back())) ++lists;
+    if (std::holds_alternative<std::vector<std::int64_t>>(selection.items_.back()) ||
+        std::holds_alternative<BoolMask>(selection.items_.back()))
+      ++lists;
   }
-  if (lists > 1) parser.fail("only one index list or index array per selection is supported");
+  if (lists > 1) parser.fail("only one index list, index array or mask per selection is supported");
   return selection;
 }
 
@@ -774,6 +930,11 @@ MappedArray select(MappedArray source, const Selection& selection) {
 MappedArray MappedArray::select(std::string_view text) && {
   Selection selection = Selection::parse(text, path());
   return ooc::select(std::move(*this), selection);
+}
+
+MappedArray MappedArray::select(std::string_view text) const& {
+  Selection selection = Selection::parse(text, path());
+  return ooc::select(detail::MappedArrayAccess::share(*this), selection);
 }
 
 std::string selection_summary(const MappedArray& array) {

@@ -11,7 +11,8 @@
 
 namespace ooc::detail {
 
-/// The info of source[selection] (shape, order), without reading anything but index arrays.
+/// The info of source[selection] (shape, order), without reading anything but index arrays
+/// (and masks, which the selection counted when it was parsed).
 ArrayInfo selection_info(const ArrayInfo& source, const Selection& selection, const std::string& path);
 
 }  // namespace ooc::detail

@@ -216,7 +216,12 @@ Header parse_header(std::span<const std::byte> prefix, std::uint64_t file_size) 
 }
 
 std::string make_header(DType dtype, const Shape& shape, Order order) {
-  const bool fortran = order == Order::fortran;
+  // np.save writes fortran_order True only for an array that is Fortran- and not also
+  // C-contiguous: two axes longer than 1 and no empty one. Otherwise both orders lay the
+  // bytes out alike (a 1-d array, (n, 1), (0, 3, 4)) and numpy says False.
+  const auto longer_than_one = std::count_if(shape.begin(), shape.end(), [](std::int64_t n) { return n > 1; });
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  const bool fortran = order == Order::fortran && longer_than_one >= 2 && !empty;
   std::string dict = "{'descr': '" + dtype.descr() + "', 'fortran_order': " +
                      (fortran ? "True" : "False") + ", 'shape': " + shape_repr(shape) + ", }";
   // numpy leaves room to grow the first (C) or last (Fortran) axis in place.

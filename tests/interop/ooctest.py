@@ -1,5 +1,6 @@
 """Shared helpers for the interop tests: run oocrun, make arrays the way numpy users do."""
 import io
+import itertools
 import json
 import os
 import shutil
@@ -15,6 +16,19 @@ DTYPES = ["|b1", "|i1", "|u1",
           "<i2", ">i2", "<i4", ">i4", "<i8", ">i8",
           "<u2", ">u2", "<u4", ">u4", "<u8", ">u8",
           "<f2", ">f2", "<f4", ">f4", "<f8", ">f8"]
+# The same types without their byte order, for sweeps that take the byte order as a
+# dimension of its own: sweep(TYPES, "<>", ..., valid=byte_order_applies), each row's
+# dtype with_byte_order(type, order).
+TYPES = ["b1", "i1", "u1", "i2", "i4", "i8", "u2", "u4", "u8", "f2", "f4", "f8"]
+
+
+def byte_order_applies(kind, order, *rest):
+    """False for '>' on a one-byte type, which has no byte order (numpy writes '|')."""
+    return order == "<" or not kind.endswith("1")
+
+
+def with_byte_order(kind, order):
+    return ("|" if kind.endswith("1") else order) + kind
 
 
 # Set by ctest in the AddressSanitizer tree (tests/CMakeLists.txt): the same tests run
@@ -29,6 +43,56 @@ def thin(cases):
     7 shapes x 2 orders, 3 x 2, 4 versions), so the sample still walks every dimension."""
     cases = list(cases)
     return cases[::5] if SANITIZED else cases
+
+
+# OOC_TEST_SWEEP=full: every sweep() runs its whole cross-product, as the suite did before
+# 2026-12-04 (docs/decisions/2026-12-04-ci-time.md); by default each runs its pairs.
+FULL_SWEEPS = os.environ.get("OOC_TEST_SWEEP") == "full"
+
+
+def pairwise(*dimensions, valid=None):
+    """Rows (one value from each dimension) in which every value of each dimension meets
+    every value of each other dimension at least once: all pairs, so every dtype with
+    every op, every op with every memory order, ... - the product of the two largest
+    dimensions in rows, not of all of them. Only rows for which valid(*row) is true are
+    used (a Fortran-order 1-d array is a C one: no such row); pairs that no valid row
+    holds are not asked for. Greedy (each row takes the most pairs still missing, the
+    first such in product order), so the same dimensions always give the same rows."""
+    dimensions = [list(d) for d in dimensions]
+    n = len(dimensions)
+    candidates = []
+    for row in itertools.product(*(range(len(d)) for d in dimensions)):
+        if valid is None or valid(*(d[i] for d, i in zip(dimensions, row))):
+            candidates.append((row, {(a, row[a], b, row[b]) for a in range(n) for b in range(a + 1, n)}))
+    missing = set().union(*(pairs for _, pairs in candidates))
+    rows = []
+    while missing:
+        row, pairs = max(candidates, key=lambda candidate: len(candidate[1] & missing))
+        rows.append(tuple(d[i] for d, i in zip(dimensions, row)))
+        missing -= pairs
+    return rows
+
+
+def sweep(*dimensions, valid=None):
+    """The cases of a sweep over several dimensions (dtypes, shapes, orders, ops, ...):
+    all pairs of values (pairwise), or the whole product with OOC_TEST_SWEEP=full. The
+    pairs are what a one-dimension bug (a dtype's loader, an op's kernel) or a
+    two-dimension one (an op on one dtype, one order along one axis) needs to show, at a
+    fifth to a tenth of the product's oocrun runs. Under ASan, every fifth of those rows
+    and the rows it takes to meet every value of every dimension once more (a memory error
+    is in a code path, which one value reaches; each ASan oocrun costs 3x a plain one)."""
+    if FULL_SWEEPS:
+        return [row for row in itertools.product(*dimensions) if valid is None or valid(*row)]
+    rows = pairwise(*dimensions, valid=valid)
+    if not SANITIZED:
+        return rows
+    kept = rows[::5]
+    missing = {value for row in rows for value in enumerate(row)} - {value for row in kept for value in enumerate(row)}
+    for row in rows:
+        if missing & set(enumerate(row)):
+            kept.append(row)
+            missing -= set(enumerate(row))
+    return kept
 
 
 def run(*args, check=True, environment=None):

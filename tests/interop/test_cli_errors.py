@@ -406,16 +406,20 @@ class NpyDescrTest(CliCase):
                     expected = np.load(self.path(name))
                 except Exception:  # numpy refuses the file (or would need pickle)
                     expected = None
+                # Every spelling through info, which reads the header as every command does;
+                # the values through reduce sum once per dtype, and a refusal by reduce too
+                # for every fourth spelling (every bad header with every command: BadInputTest).
                 if expected is not None and expected.dtype.str in SUPPORTED_DESCRS:
-                    seen.add(expected.dtype.str)
                     rc, out, err = run_oocrun(["info", name, "--json"], self.dir)
                     self.assertEqual(rc, 0, err)
                     self.assertEqual(json.loads(out)["dtype"], expected.dtype.str)
-                    rc, out, err = run_oocrun(["reduce", "sum", name, "--json"], self.dir)
-                    self.assertEqual(rc, 0, err)
-                    self.assertEqual(json.loads(out)["value"], np.sum(expected).item())
+                    if expected.dtype.str not in seen:
+                        rc, out, err = run_oocrun(["reduce", "sum", name, "--json"], self.dir)
+                        self.assertEqual(rc, 0, err)
+                        self.assertEqual(json.loads(out)["value"], np.sum(expected).item())
+                    seen.add(expected.dtype.str)
                 else:
-                    for args in (["info", name], ["reduce", "sum", name]):
+                    for args in (["info", name], ["reduce", "sum", name])[:2 if i % 4 == 0 else 1]:
                         line = self.assert_clean_failure(args, 1, names=[name])
                         self.assertRegex(line.lower(), "dtype|object|header")
         if not SANITIZED:

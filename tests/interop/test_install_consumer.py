@@ -11,17 +11,23 @@ checks that a library-only tree with the tests on configures, and that the full 
 (OOC_BUILD_DIR) installs a working oocrun.
 
 The library-only tree is LIBRARY_BUILD below OOC_BUILD_DIR, kept between runs so that a
-rerun rebuilds only what changed; it is compiled at -O0 (the consumer's checks are of
-packaging, linking and the templates compiled in the consumer, not of the library's
-speed), about 3 CPU-minutes. Examples and bench are off there: they add compile time and
-no dependency. Needs OOC_BUILD_DIR (set by ctest), cmake and numpy; the rest is written
-under one temporary directory.
+rerun rebuilds only what changed. It is configured with the full tree's build type and
+flags, and each object the full tree compiled with the same command (the same rule in
+the target's build.make and flags.make, the build directory aside) from sources and
+headers no newer than the object is copied in before the build (reuse_objects): the
+library-only build then compiles only what differs and archives, in seconds instead of
+the 3-6 CPU-minutes of compiling the library a second time (docs/decisions/2026-12-04-ci-time.md).
+Examples and bench are off there: they add compile time and no dependency. Needs
+OOC_BUILD_DIR (set by ctest), cmake and numpy; the rest is written under one temporary
+directory.
 """
 
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -43,6 +49,58 @@ def run(*args, **kwargs):
 def excerpt(result, chars=6000):
     """The start of a failed command's errors: the first compiler error is the one that matters."""
     return (result.stderr.strip() or result.stdout)[:chars]
+
+
+def compile_rules(target_dir, build_dir):
+    """A target's compile commands and flags (build.make's commands, flags.make), with its
+    build directory's path made a placeholder: equal for two trees that compile the
+    target's objects with the same commands."""
+    lines = []
+    for name in ("flags.make", "build.make"):
+        path = target_dir / name
+        if not path.is_file():
+            return None
+        for line in path.read_text().splitlines():
+            if line.startswith(("CXX_", "C_")) or (line.startswith("\t") and " -c " in line):
+                lines.append(line.replace(str(Path(build_dir).resolve()), "<build>").replace(str(build_dir), "<build>"))
+    return lines
+
+
+def up_to_date(obj):
+    """True if `obj` is newer than every file its compiler's dependency file (.o.d) names."""
+    depfile = obj.with_name(obj.name + ".d")
+    if not depfile.is_file():
+        return False
+    text = depfile.read_text().replace("\\\n", " ")
+    built = obj.stat().st_mtime
+    for dependency in text.split(":", 1)[1].split():
+        path = Path(BUILD_DIR) / dependency  # relative: to the build directory the compiler ran in
+        if not path.exists() or path.stat().st_mtime > built:
+            return False
+    return True
+
+
+def reuse_objects(library_build):
+    """Copies into `library_build` the objects of the full tree (BUILD_DIR) that its
+    targets compile with the same commands, where the full tree's are up to date. A copy
+    gets the current time, so make takes it as built after this configure; anything else
+    make compiles as usual. Returns how many were copied."""
+    full = Path(BUILD_DIR)
+    copied = 0
+    for target in sorted((Path(library_build) / "CMakeFiles").glob("ooc*.dir")):
+        theirs = full / "CMakeFiles" / target.name
+        rules = compile_rules(target, library_build)
+        if not rules or rules != compile_rules(theirs, full):
+            continue
+        for obj in theirs.rglob("*.o"):
+            ours = target / obj.relative_to(theirs)
+            if not up_to_date(obj):
+                continue
+            ours.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(obj, ours)
+            shutil.copyfile(obj.with_name(obj.name + ".d"), ours.with_name(ours.name + ".d"))
+            copied += 1
+    return copied
 
 
 def cache_value(build_dir, name):
@@ -94,13 +152,17 @@ class InstalledPackageTest(unittest.TestCase):
         cls.prefix = tmp / "prefix"
         cls.consumer_build = tmp / "consumer-build"
 
+        # The full tree's build type and flags, so that its objects can be reused.
+        flags = [f"-D{name}={cache_value(BUILD_DIR, name) or ''}" for name in ("CMAKE_BUILD_TYPE", "CMAKE_CXX_FLAGS")]
         configure = cls.configure_args(SOURCE_DIR, LIBRARY_BUILD, *cls.library_only_options(),
-                                       "-DOOC_BUILD_EXAMPLES=OFF", "-DOOC_BUILD_BENCH=OFF",
-                                       "-DCMAKE_BUILD_TYPE=None", "-DCMAKE_CXX_FLAGS=-O0")
+                                       "-DOOC_BUILD_EXAMPLES=OFF", "-DOOC_BUILD_BENCH=OFF", *flags)
         cls.library_configure = run(*configure)
         if cls.library_configure.returncode != 0:
             raise AssertionError(f"configuring the library alone failed:\n{excerpt(cls.library_configure)}")
+        reused = reuse_objects(LIBRARY_BUILD)
         cls.library_build = run("cmake", "--build", LIBRARY_BUILD, "-j", "2")
+        compiled = cls.library_build.stdout.count("Building CXX object")
+        print(f"library-only tree: {reused} objects of {BUILD_DIR} reused, {compiled} compiled", file=sys.stderr)
         if cls.library_build.returncode != 0:
             raise AssertionError(f"building the library alone failed:\n{excerpt(cls.library_build)}")
         cls.install = run("cmake", "--install", LIBRARY_BUILD, "--prefix", cls.prefix)

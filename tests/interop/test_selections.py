@@ -201,7 +201,7 @@ class SelectionTest(unittest.TestCase):
             "None": "not supported",
             "1:2:3:4": "at most start:stop:step",
             "a": "is not an integer index",
-            f"@{floats}": "must be of integer type",
+            f"@{floats}": "must be of integer (or boolean) type",
             f"@{matrix}": "only 1-D index arrays",
             "@missing.npy": "missing.npy",
             "[[1, 2]]": "nested lists",

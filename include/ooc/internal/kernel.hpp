@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -37,12 +38,14 @@ enum class ScratchSlot : int {
   transform_result = 1,  ///< transform: a block's result before conversion to out's dtype
   kernel = 2,            ///< free for a kernel (ufunc blocks, eval's converted inputs)
   kernel_second = 3,     ///< a second one for kernels (NaN-cleaned values, squares, deviations)
-  more_inputs = 4,       ///< visit_values_as: input i > 0 of several uses more_inputs + i
+  more_inputs = 4,       ///< visit_values_as: input i > 0 of several (index i)
+  member_input = 5,      ///< several kernels together: the block converted to a member's
+                         ///< input type (index: element_type_index of that type)
 };
 
-/// A per-thread buffer of at least `bytes` bytes for `slot` (for more_inputs, the one of
-/// input `input`).
-std::byte* scratch(ScratchSlot slot, std::size_t bytes, int input = 0);
+/// A per-thread buffer of at least `bytes` bytes for `slot`, the one numbered `index`
+/// where a slot has several (more_inputs, member_input).
+std::byte* scratch(ScratchSlot slot, std::size_t bytes, int index = 0);
 
 /// The tiles a run over `array` processes: the array's plan for options.tile_bytes, or
 /// the part of it that options.tiles names. Throws UsageError if `array` does not map
@@ -264,6 +267,67 @@ template <class K, class State, class... Values>
 void kernel_partial(const K& kernel, State& state, std::int64_t first, const Values&... x) {
   if constexpr (requires { kernel.partial(state, x..., first); }) kernel.partial(state, x..., first);
   else kernel.partial(state, x...);
+}
+
+/// T's place among the twelve element types (a member_input scratch buffer each).
+template <class T>
+constexpr int element_type_index() {
+  using Types = std::tuple<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t,
+                           std::uint32_t, std::uint64_t, half, float, double>;
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    int index = -1;
+    ((std::is_same_v<T, std::tuple_element_t<I, Types>> ? (index = static_cast<int>(I)) : 0), ...);
+    return index;
+  }(std::make_index_sequence<std::tuple_size_v<Types>>{});
+}
+
+/// One block of T values as the members of several kernels reduced together see it: each
+/// member takes it as its own input type (kernel_input_t), as its own run would have
+/// converted it, and a type several members take is converted once per block.
+template <class T>
+class MemberInputs {
+ public:
+  MemberInputs(const T* values, std::int64_t count) : values_(values), count_(count) {}
+
+  template <class U>
+  ConstArrayMap<U> as() {
+    if constexpr (std::is_same_v<U, T>) {
+      return ConstArrayMap<U>(values_, count_);
+    } else {
+      constexpr int index = element_type_index<U>();
+      if (converted_[index] == nullptr) {
+        U* to = reinterpret_cast<U*>(scratch(ScratchSlot::member_input, sizeof(U) * static_cast<std::size_t>(count_), index));
+        convert(dtype_of<T>, values_, dtype_of<U>, to, count_);
+        converted_[index] = to;
+      }
+      return ConstArrayMap<U>(static_cast<const U*>(converted_[index]), count_);
+    }
+  }
+
+ private:
+  const T* values_;
+  std::int64_t count_;
+  std::array<const void*, 12> converted_{};
+};
+
+/// One member of several kernels reduced together takes a block (whose first element has
+/// memory-order index `first`). When they run in order (a member is an in-order
+/// reduction, a float product), `state` is the running state: a member that is not in
+/// order reduces the block to a state of its own and merges it at once, which adds the
+/// same block results in the same order as its own run's tile merges do.
+template <class T, class K>
+void member_partial(const K& kernel, kernel_state_t<K, T>& state, MemberInputs<T>& inputs, std::int64_t first,
+                    bool together_in_order) {
+  const auto x = inputs.template as<kernel_input_t<K, T>>();
+  if constexpr (!kernel_in_order<K, T>()) {
+    if (together_in_order) {
+      kernel_state_t<K, T> block = kernel_identity<T>(kernel);
+      kernel_partial(kernel, block, first, x);
+      kernel.merge(state, std::move(block));
+      return;
+    }
+  }
+  kernel_partial(kernel, state, first, x);
 }
 
 /// The core of ooc::reduce, for any source of values: visit(tile, f) must call

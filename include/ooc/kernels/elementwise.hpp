@@ -74,6 +74,7 @@ DType result_type(DType array, const PyScalar& scalar);
 /// The ufuncs ooc computes, with numpy's names for what they do.
 enum class Ufunc {
   add, subtract, multiply, divide, power,                  // binary arithmetic
+  maximum, minimum,                                        // np.maximum, np.minimum (NaN propagates)
   less, less_equal, greater, greater_equal, equal, not_equal,  // comparisons (bool result)
   negative, absolute, sqrt, exp, log, log1p, expm1, sin, cos, tanh,  // unary
   clip,                                                    // clip(x, lo, hi)

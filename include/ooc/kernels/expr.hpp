@@ -1,8 +1,10 @@
 #pragma once
 /// Expressions over named arrays, evaluated as numpy evaluates the same Python text with
 /// the names bound to np.load'ed arrays and the functions to numpy's: numbers, names,
-/// + - * / **, unary minus, parentheses, comparisons, where(c, x, y), clip(x, lo, hi), the
-/// functions sqrt exp log log1p expm1 sin cos tanh abs, and one outermost reduction (sum(a*b)).
+/// + - * / **, unary minus, parentheses, comparisons, where(c, x, y), clip(x, lo, hi),
+/// maximum(x, y), minimum(x, y), power(x, y) (np.power: none of `**`'s fast paths), the
+/// functions sqrt exp log log1p expm1 sin cos tanh abs,
+/// and one outermost reduction (sum(a*b)).
 /// Inputs broadcast by numpy's rules; every step has numpy's result dtype (value-based
 /// casting of Python numbers and 0-d arrays included). Evaluation is blocked: each tile is
 /// computed in pieces of kPieceElements, so no whole-array temporary is ever made.
@@ -67,7 +69,20 @@ class Expression {
  private:
   explicit Expression(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+
+  friend MappedArray map_expression(std::string_view text, const std::vector<std::string>& names,
+                                    std::vector<MappedArray> arrays, std::string path);
 };
+
+/// The values of the expression `text` over `arrays` (bound to `names`, in order) as a
+/// read-only array of the expression's dtype (native), shape and memory order, computed
+/// when a run reads it: a reduction (along an axis too), a copy, a histogram of it
+/// evaluates the expression tile by tile, piece by piece, as evaluate() does, with no
+/// whole-array temporary. The array owns `arrays`; `path` is what errors call it (`text`
+/// when empty). Throws what Expression::compile throws, and UsageError for an outermost
+/// reduction or no array.
+MappedArray map_expression(std::string_view text, const std::vector<std::string>& names,
+                           std::vector<MappedArray> arrays, std::string path = {});
 
 /// numpy's broadcasting of two shapes; nullopt when they do not broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);

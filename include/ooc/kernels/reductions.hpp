@@ -23,6 +23,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace ooc::kernels {
@@ -609,6 +610,10 @@ class ReduceOp {
   Params params_;
 };
 
+/// What one of several reductions taken together gives (ooc::reduce_together): a value,
+/// as ReduceOp::run gives it, or a histogram's counts and edges.
+using Reduction = std::variant<Scalar, HistogramResult>;
+
 template <class Fn>
 decltype(auto) ReduceOp::with_kernel(const Shape& shape, Order order, Fn&& fn) const {
   switch (code_) {
@@ -696,6 +701,33 @@ template <class Kernel>
 ReducedArray reduce_axis(const MappedArray& in, int axis, const Kernel& kernel, const PipelineOptions& options = {}) {
   return reduce_axis(in, axis, kernels::ReduceOp::of(kernel), options);
 }
+
+/// Several reductions of one array, and how many times it was read for them.
+struct Reductions {
+  std::vector<kernels::Reduction> values;  ///< one per operation, in their order
+  int passes = 0;                          ///< reads of the array: runs of the pipeline over it
+};
+
+/// Several reductions of every element of `in` (`sum`, `mean`, `std`, `histogram`, ...)
+/// over one read of it: each tile's blocks go to every reduction, so each value is, bit
+/// for bit, the one its own ReduceOp::run (or histogram) gives. A histogram without a
+/// range takes a second read: the first finds the data's min and max beside everything
+/// else. Where some fail (an empty array's min), the error is the first one's in `ops`'
+/// order, as running them one after another would raise it.
+Reductions reduce_together(const MappedArray& in, std::span<const kernels::ReduceOp> ops,
+                           const PipelineOptions& options = {});
+
+/// Several reductions along one axis, and how many times the array was read for them.
+struct AxisReductions {
+  std::vector<ReducedArray> arrays;  ///< one per operation, in their order
+  int passes = 0;                    ///< reads of the array
+};
+
+/// Several reductions of `in` along `axis`, each as reduce_axis gives it, bit for bit,
+/// over one read of the array; two where var or std is among them (numpy's two passes:
+/// the means with everything else, then the squared deviations). Not for histogram.
+AxisReductions reduce_axis_together(const MappedArray& in, int axis, std::span<const kernels::ReduceOp> ops,
+                                    const PipelineOptions& options = {});
 
 // The whole-array reductions of ReduceOp are compiled once, in the library
 // (reductions.cpp): a program calling ooc::reduce(a, kernels::Sum{}) links that copy

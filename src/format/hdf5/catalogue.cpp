@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <vector>
 #include <fstream>
@@ -35,13 +36,38 @@
 namespace ooc::hdf5 {
 
 
+namespace {
+
+// Metadata of an object that is open could not be read: the file is damaged.
+constexpr ErrorKind kDamaged = ErrorKind::corrupt;
+
+// True if `path` names a group of `file`: false for a dataset, or a link that leads
+// nowhere (dangling).
+bool is_group(hid_t file, const std::string& path) {
+  Id object(H5Oopen(file, path.c_str(), H5P_DEFAULT), H5Oclose);
+  return object.valid() && H5Iget_type(object.get()) == H5I_GROUP;
+}
+
+}  // namespace
+
+
 // True if every component of `path` exists as a link (H5Lexists needs each parent).
-bool link_exists(hid_t file, const std::string& path) {
-  std::size_t at = 1;
-  while (at <= path.size()) {
+bool link_exists(hid_t file, const std::string& path, const std::string& file_name) {
+  std::string parent = "/";
+  for (std::size_t at = 1; at <= path.size();) {
     const std::size_t next = path.find('/', at);
     const std::string prefix = path.substr(0, next == std::string::npos ? path.size() : next);
-    if (prefix.size() > 1 && H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (prefix.size() > 1) {
+      const htri_t exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
+      if (exists == 0) return false;
+      // The library fails where the parent is no group (a dataset, a dangling link):
+      // nothing is inside it. In a group, a failure is a damaged file.
+      if (exists < 0) {
+        if (!is_group(file, parent)) return false;
+        throw Error(where(file_name, path), "cannot look up " + prefix + " (damaged file)", kDamaged);
+      }
+      parent = prefix;
+    }
     if (next == std::string::npos) break;
     at = next + 1;
   }
@@ -53,68 +79,80 @@ namespace {
 
 // The library's number for the file an object (or a file) lies in: links may lead out of
 // the file that was opened (external links), and then the object's bytes are in another.
-unsigned long file_number(hid_t object) {
+unsigned long file_number(hid_t object, const std::string& label) {
+  static constexpr const char* kCannot = "cannot tell which file it lies in (damaged file)";
 #if H5_VERSION_GE(1, 12, 0)
   H5O_info2_t info{};
-  if (H5Oget_info3(object, &info, H5O_INFO_BASIC) < 0) return 0;
+  check(H5Oget_info3(object, &info, H5O_INFO_BASIC), label, kCannot, kDamaged);
 #else
   H5O_info_t info{};
-  if (H5Oget_info2(object, &info, H5O_INFO_BASIC) < 0) return 0;
+  check(H5Oget_info2(object, &info, H5O_INFO_BASIC), label, kCannot, kDamaged);
 #endif
   return info.fileno;
+}
+
+// A name the library keeps for an object (H5Fget_name, H5Iget_name: the size, then the
+// characters); "" for none.
+std::string kept_name(ssize_t (*get)(hid_t, char*, std::size_t), hid_t object, const std::string& label) {
+  static constexpr const char* kCannot = "cannot read where it lies (damaged file)";
+  std::string name(static_cast<std::size_t>(check(get(object, nullptr, 0), label, kCannot, kDamaged)), '\0');
+  if (!name.empty()) check(get(object, name.data(), name.size() + 1), label, kCannot, kDamaged);
+  return name;
 }
 
 }  // namespace
 
 
 // "other.h5:/data": where an object that lies in another file than `file` is, else "".
-std::string elsewhere(hid_t file, hid_t object) {
-  if (file_number(object) == file_number(file)) return "";
-  std::string name(static_cast<std::size_t>(std::max<ssize_t>(0, H5Fget_name(object, nullptr, 0))), '\0');
-  H5Fget_name(object, name.data(), name.size() + 1);
-  std::string path(static_cast<std::size_t>(std::max<ssize_t>(0, H5Iget_name(object, nullptr, 0))), '\0');
-  H5Iget_name(object, path.data(), path.size() + 1);
+std::string elsewhere(hid_t file, hid_t object, const std::string& label) {
+  if (file_number(object, label) == file_number(file, label)) return "";
+  const std::string name = kept_name(H5Fget_name, object, label), path = kept_name(H5Iget_name, object, label);
   return (name.empty() ? std::string("another file") : name) + (path.empty() ? "" : ":" + path);
 }
 
 
-DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
+DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& file_name, const std::string& name) {
+  const std::string label = where(file_name, name);
   DatasetInfo info;
   info.name = name;
-  info.elsewhere = elsewhere(file, dset);
-  Id type(H5Dget_type(dset), H5Tclose);
-  const TypeAnswer t = classify(type.get());
+  info.elsewhere = elsewhere(file, dset, label);
+  Id type(check(H5Dget_type(dset), label, "cannot read its type (damaged file)", kDamaged), H5Tclose);
+  const TypeAnswer t = classify(type.get(), label);
   info.dtype = t.dtype;
   info.type_text = t.text;
 
-  Id space(H5Dget_space(dset), H5Sclose);
-  const H5S_class_t space_class = H5Sget_simple_extent_type(space.get());
+  static constexpr const char* kSpace = "cannot read its shape (damaged file)";
+  Id space(check(H5Dget_space(dset), label, kSpace, kDamaged), H5Sclose);
+  const H5S_class_t space_class = check(H5Sget_simple_extent_type(space.get()), label, kSpace, kDamaged);
   bool null_space = space_class == H5S_NULL;
   if (space_class == H5S_SIMPLE) {
-    const int ndims = H5Sget_simple_extent_ndims(space.get());
-    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, ndims)));
-    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    const int ndims = check(H5Sget_simple_extent_ndims(space.get()), label, kSpace, kDamaged);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(ndims));
+    check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), label, kSpace, kDamaged);
     for (hsize_t d : dims) info.shape.push_back(static_cast<std::int64_t>(d));
   }
 
-  Id dcpl(H5Dget_create_plist(dset), H5Pclose);
-  switch (H5Pget_layout(dcpl.get())) {
+  static constexpr const char* kLayout = "cannot read its layout and filters (damaged file)";
+  Id dcpl(check(H5Dget_create_plist(dset), label, kLayout, kDamaged), H5Pclose);
+  switch (check(H5Pget_layout(dcpl.get()), label, kLayout, kDamaged)) {
     case H5D_CONTIGUOUS: info.layout = "contiguous"; break;
     case H5D_CHUNKED: info.layout = "chunked"; break;
     case H5D_COMPACT: info.layout = "compact"; break;
     case H5D_VIRTUAL: info.layout = "virtual"; break;
     default: info.layout = "unknown"; break;
   }
-  const int nfilters = H5Pget_nfilters(dcpl.get());
+  const int nfilters = check(H5Pget_nfilters(dcpl.get()), label, kLayout, kDamaged);
   std::string missing_filter;
   for (int i = 0; i < nfilters; ++i) {
     unsigned flags = 0, config = 0;
     std::size_t nelements = 0;
     char filter_name[64] = {};
-    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelements, nullptr,
-                                           sizeof filter_name, filter_name, &config);
+    const H5Z_filter_t id = check(H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelements, nullptr,
+                                                 sizeof filter_name, filter_name, &config),
+                                  label, kLayout, kDamaged);
     const char* ours = filters::name_of(static_cast<unsigned>(id));
     info.filters.push_back(ours[0] ? std::string(ours) : filter_name[0] ? filter_name : "filter " + std::to_string(id));
+    // H5Zfilter_avail fails (negative) for a plugin that did not load: as good as none.
     if (H5Zfilter_avail(id) <= 0 && !filters::decodable(static_cast<unsigned>(id)) && missing_filter.empty())
       missing_filter = "it is compressed with filter " + std::to_string(id) + " (" + info.filters.back() +
                        "), which this HDF5 library cannot decode" +
@@ -122,14 +160,19 @@ DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
   }
   if (info.layout == "chunked" && !info.shape.empty()) {
     std::vector<hsize_t> chunk(info.shape.size());
-    H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    check(H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), label, kLayout, kDamaged);
     for (hsize_t c : chunk) info.chunks.push_back(static_cast<std::int64_t>(c));
   }
+  // 0 is both H5Dget_storage_size's failure and the size of a dataset never written; it
+  // is only reported.
   info.stored_bytes = H5Dget_storage_size(dset);
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
-  H5Dget_space_status(dset, &status);
+  check(H5Dget_space_status(dset, &status), label, "cannot read whether its storage is allocated (damaged file)",
+        kDamaged);
   info.allocated = status == H5D_SPACE_STATUS_ALLOCATED;
-  const haddr_t offset = H5Dget_offset(dset);  // in the dataset's own file, user block included
+  // In the dataset's own file, user block included; HADDR_UNDEF (its failure too) for
+  // storage that is not one contiguous allocated run, which is then not mapped.
+  const haddr_t offset = H5Dget_offset(dset);
   if (offset != HADDR_UNDEF && info.elsewhere.empty()) info.offset = static_cast<std::uint64_t>(offset);
   const bool empty = element_count(info.shape).value_or(0) == 0 && !null_space;
 
@@ -140,7 +183,8 @@ DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
     info.why_not_mappable = "it lies in another file, " + info.elsewhere + " (an external link)";
   else if (info.layout != "contiguous") info.why_not_mappable = "its layout is " + info.layout;
   else if (nfilters > 0) info.why_not_mappable = "it has filters";
-  else if (H5Pget_external_count(dcpl.get()) > 0) info.why_not_mappable = "its data lives in external files";
+  else if (check(H5Pget_external_count(dcpl.get()), label, kLayout, kDamaged) > 0)
+    info.why_not_mappable = "its data lives in external files";
   else if (!empty && !info.offset) info.why_not_mappable = "its storage is not allocated (never written)";
   info.readable = info.dtype.has_value() && !null_space && missing_filter.empty();
   info.mappable = info.why_not_mappable.empty();
@@ -149,41 +193,77 @@ DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name) {
 
 
 Id open_dataset(hid_t file, const std::string& file_name, const std::string& dataset) {
-  if (!link_exists(file, dataset)) throw Error(where(file_name, dataset), "no such dataset", ErrorKind::not_found);
+  const std::string label = where(file_name, dataset);
+  if (!link_exists(file, dataset, file_name)) throw Error(label, "no such dataset", ErrorKind::not_found);
   Id object(H5Oopen(file, dataset.c_str(), H5P_DEFAULT), H5Oclose);
-  if (!object.valid()) throw Error(where(file_name, dataset), "cannot open this object");
-  if (H5Iget_type(object.get()) == H5I_GROUP)
-    throw Error(where(file_name, dataset), "is a group, not a dataset");
-  if (H5Iget_type(object.get()) != H5I_DATASET) throw Error(where(file_name, dataset), "is not a dataset");
-  return Id(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!object.valid()) throw Error(label, "cannot open this object");
+  const H5I_type_t type = check(H5Iget_type(object.get()), label, "cannot tell what kind of object it is");
+  if (type == H5I_GROUP) throw Error(label, "is a group, not a dataset");
+  if (type != H5I_DATASET) throw Error(label, "is not a dataset");
+  static constexpr const char* kCannot = "cannot open the dataset (damaged file)";
+  return Id(check(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), label, kCannot, kDamaged), H5Dclose);
 }
 
 
-Id intermediate_groups() {
-  Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
+Id intermediate_groups(const std::string& label) {
+  static constexpr const char* kCannot = "cannot make the link's properties (HDF5 library error)";
+  Id lcpl(check(H5Pcreate(H5P_LINK_CREATE), label, kCannot), H5Pclose);
+  check(H5Pset_create_intermediate_group(lcpl.get(), 1), label, kCannot);
   return lcpl;
 }
 
+namespace {
+
+// What the walk of a file (H5Ovisit, H5Lvisit) gathers: its datasets, and the first error
+// met, thrown once the walk is out of the library: an exception must not unwind through
+// the library's C frames (it would leave the library inside a call).
+struct Walk {
+  std::string file;
+  std::vector<DatasetInfo> found;
+  std::exception_ptr error;
+};
+
+herr_t describe_into(hid_t location, const char* name, Walk& walk) {
+  const std::string path = std::string("/") + name;
+  try {
+    // The walk found a dataset here: one that does not open is damaged.
+    static constexpr const char* kCannot = "cannot open the dataset (damaged file)";
+    Id dset(check(H5Dopen2(location, name, H5P_DEFAULT), where(walk.file, path), kCannot, kDamaged), H5Dclose);
+    walk.found.push_back(describe_open(location, dset.get(), walk.file, path));
+    return 0;
+  } catch (...) {
+    walk.error = std::current_exception();
+    return -1;  // stops the walk
+  }
+}
 
 herr_t collect(hid_t object, const char* name, const H5O_info_t* info, void* data) {
   if (info->type != H5O_TYPE_DATASET) return 0;
-  auto* found = static_cast<std::vector<DatasetInfo>*>(data);
-  Id dset(H5Dopen2(object, name, H5P_DEFAULT), H5Dclose);
-  if (dset.valid()) found->push_back(describe_open(object, dset.get(), std::string("/") + name));
-  return 0;
+  return describe_into(object, name, *static_cast<Walk*>(data));
 }
-
 
 // H5Ovisit walks hard links only: a dataset reached through an external link is found here.
 herr_t collect_external(hid_t group, const char* name, const H5L_info_t* info, void* data) {
   if (info->type != H5L_TYPE_EXTERNAL) return 0;
-  Id object(H5Oopen(group, name, H5P_DEFAULT), H5Oclose);  // fails for a dangling link
+  // A dangling link (the object does not open) leads to no dataset; nor does one that
+  // cannot say what it leads to (H5I_BADID).
+  Id object(H5Oopen(group, name, H5P_DEFAULT), H5Oclose);
   if (!object.valid() || H5Iget_type(object.get()) != H5I_DATASET) return 0;
-  auto* found = static_cast<std::vector<DatasetInfo>*>(data);
-  Id dset(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
-  if (dset.valid()) found->push_back(describe_open(group, dset.get(), std::string("/") + name));
-  return 0;
+  return describe_into(group, name, *static_cast<Walk*>(data));
+}
+
+}  // namespace
+
+
+std::vector<DatasetInfo> walk(hid_t file, const std::string& file_name) {
+  Walk walk{file_name, {}, nullptr};
+  const herr_t objects = H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, collect, &walk);
+  if (walk.error) std::rethrow_exception(walk.error);
+  check(objects, file_name, "cannot walk the file's objects (damaged file)", kDamaged);
+  const herr_t links = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, collect_external, &walk);
+  if (walk.error) std::rethrow_exception(walk.error);
+  check(links, file_name, "cannot walk the file's links (damaged file)", kDamaged);
+  return std::move(walk.found);
 }
 
 
@@ -228,16 +308,14 @@ DatasetInfo describe(const std::string& file, const std::string& dataset) {
   probe_in_child(file, dataset);
   Id f = open_file(file, false);
   Id dset = open_dataset(f.get(), file, dataset);
-  return describe_open(f.get(), dset.get(), dataset);
+  return describe_open(f.get(), dset.get(), file, dataset);
 }
 
 std::vector<DatasetInfo> list(const std::string& file) {
   Session session(file);
   probe_in_child(file, "");
   Id f = open_file(file, false);
-  std::vector<DatasetInfo> found;
-  H5Ovisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, collect, &found);
-  H5Lvisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, collect_external, &found);
+  std::vector<DatasetInfo> found = walk(f.get(), file);
   std::sort(found.begin(), found.end(), [](const DatasetInfo& a, const DatasetInfo& b) { return a.name < b.name; });
   return found;
 }
@@ -248,12 +326,13 @@ std::string elsewhere(const std::string& file, const std::string& name) {
   Id f = open_file(file, false);
   // The deepest part of `name` that exists: the dataset itself, or the group it would go in.
   for (std::string part = name; !part.empty(); part = part.substr(0, std::max<std::size_t>(1, part.rfind('/')))) {
-    if (part == "/" || link_exists(f.get(), part)) {
+    if (part == "/" || link_exists(f.get(), part, file)) {
       Id object(H5Oopen(f.get(), part.c_str(), H5P_DEFAULT), H5Oclose);
-      if (object.valid()) return elsewhere(f.get(), object.get());
+      if (object.valid()) return elsewhere(f.get(), object.get(), where(file, part));
       H5L_info_t link{};
-      if (H5Lget_info(f.get(), part.c_str(), &link, H5P_DEFAULT) >= 0 && link.type == H5L_TYPE_EXTERNAL)
-        return "another file (a dangling external link)";
+      check(H5Lget_info(f.get(), part.c_str(), &link, H5P_DEFAULT), where(file, part),
+            "cannot read the link (damaged file)", kDamaged);
+      if (link.type == H5L_TYPE_EXTERNAL) return "another file (a dangling external link)";
     }
     if (part == "/") break;
   }
@@ -264,11 +343,15 @@ std::string existing_kind(const std::string& file, const std::string& name) {
   Session session(file);
   probe_in_child(file, "");  // the whole walk: an output's (hidden) name is looked up anywhere
   Id f = open_file(file, false);
+  // Called for each parent in turn, so the parent of `path` is a group: H5Lexists fails
+  // only for a damaged file.
   auto kind = [&](const std::string& path) -> std::string {
-    if (path != "/" && H5Lexists(f.get(), path.c_str(), H5P_DEFAULT) <= 0) return "";
+    if (path != "/" && check(H5Lexists(f.get(), path.c_str(), H5P_DEFAULT), where(file, path),
+                             "cannot look it up (damaged file)", kDamaged) == 0)
+      return "";
     Id object(H5Oopen(f.get(), path.c_str(), H5P_DEFAULT), H5Oclose);
     if (!object.valid()) return "link to nothing";
-    switch (H5Iget_type(object.get())) {
+    switch (check(H5Iget_type(object.get()), where(file, path), "cannot tell what kind of object it is")) {
       case H5I_GROUP: return "group";
       case H5I_DATASET: return "dataset";
       case H5I_DATATYPE: return "named datatype";
@@ -288,25 +371,31 @@ std::string existing_kind(const std::string& file, const std::string& name) {
 
 std::uint64_t create_dataset(const std::string& file, const std::string& dataset, DType dtype, const Shape& shape) {
   Session session(file);
-  const bool existing = is_hdf5_file(file);
-  Id f = existing ? open_file(file, true)
-                  : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
-  if (!f.valid()) throw Error(file, "cannot create the HDF5 file");
-  Id type = make_type(dtype);
+  const std::string label = where(file, dataset);
+  // These fail only when the library does (out of memory): never for the file's sake.
+  static constexpr const char* kCannot = "cannot make the dataset's shape and properties (HDF5 library error)";
+  Id f = open_or_create(file);
+  Id type = make_type(dtype, label);
   std::vector<hsize_t> dims(shape.begin(), shape.end());
-  Id space(shape.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+  Id space(check(shape.empty() ? H5Screate(H5S_SCALAR)
+                               : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                 label, kCannot),
            H5Sclose);
-  Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  Id dcpl(check(H5Pcreate(H5P_DATASET_CREATE), label, kCannot), H5Pclose);
   // Contiguous so it can be mapped; space allocated now and never filled (we write it all).
-  H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
-  H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
-  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
-  Id lcpl = intermediate_groups();
+  check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), label, kCannot);
+  check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), label, kCannot);
+  check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), label, kCannot);
+  Id lcpl = intermediate_groups(label);
   Id dset(H5Dcreate2(f.get(), dataset.c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
           H5Dclose);
-  if (!dset.valid()) throw Error(where(file, dataset), "cannot create the dataset");
+  if (!dset.valid()) throw Error(label, "cannot create the dataset");
+  // HADDR_UNDEF: no storage, as an empty dataset has; for one with elements the call
+  // failed, and the caller must not map bytes that are not the dataset's.
   const haddr_t offset = H5Dget_offset(dset.get());
-  dset.close(where(file, dataset), "cannot close the new dataset (disk full?)");
+  if (offset == HADDR_UNDEF && element_count(shape).value_or(0) > 0)
+    throw Error(label, "cannot find where the new dataset's storage is");
+  dset.close(label, "cannot close the new dataset (disk full?)");
   if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(file, "cannot flush the HDF5 file");
   f.close(file, "cannot close the HDF5 file (disk full?)");
   return offset == HADDR_UNDEF ? 0 : static_cast<std::uint64_t>(offset);
@@ -315,9 +404,9 @@ std::uint64_t create_dataset(const std::string& file, const std::string& dataset
 void move_dataset(const std::string& file, const std::string& from, const std::string& to, bool replace) {
   Session session(file);
   Id f = open_file(file, true);
-  if (replace && link_exists(f.get(), to) && H5Ldelete(f.get(), to.c_str(), H5P_DEFAULT) < 0)
+  if (replace && link_exists(f.get(), to, file) && H5Ldelete(f.get(), to.c_str(), H5P_DEFAULT) < 0)
     throw Error(where(file, to), "cannot replace the existing dataset");
-  Id lcpl = intermediate_groups();
+  Id lcpl = intermediate_groups(where(file, to));
   if (H5Lmove(f.get(), from.c_str(), f.get(), to.c_str(), lcpl.get(), H5P_DEFAULT) < 0)
     throw Error(where(file, to), "cannot give the finished dataset its name");
   if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(file, "cannot flush the HDF5 file");

@@ -86,13 +86,17 @@ class DatasetReader final : public detail::TileReader, public Holder {
     {
       Id f = open_file(file, false);
       Id probe = open_dataset(f.get(), file, dataset);
-      Id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
-      Id type(H5Dget_type(probe.get()), H5Tclose);
+      // The dataset opened, so a failure to read what it is, is a damaged file.
+      static constexpr const char* kCannot = "cannot read its type, shape or layout (damaged file)";
+      constexpr ErrorKind kDamaged = ErrorKind::corrupt;
+      Id dcpl(check(H5Dget_create_plist(probe.get()), label_, kCannot, kDamaged), H5Pclose);
+      Id type(check(H5Dget_type(probe.get()), label_, kCannot, kDamaged), H5Tclose);
       item_ = H5Tget_size(type.get());
-      Id space(H5Dget_space(probe.get()), H5Sclose);
-      const int ndims = H5Sget_simple_extent_ndims(space.get());
-      dims_.resize(static_cast<std::size_t>(std::max(0, ndims)));
-      H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr);
+      if (item_ == 0) throw Error(label_, kCannot, kDamaged);  // its failure: no type has 0 bytes
+      Id space(check(H5Dget_space(probe.get()), label_, kCannot, kDamaged), H5Sclose);
+      const int ndims = check(H5Sget_simple_extent_ndims(space.get()), label_, kCannot, kDamaged);
+      dims_.resize(static_cast<std::size_t>(ndims));
+      check(H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr), label_, kCannot, kDamaged);
       // A filtered (compressed) dataset gets a chunk cache that holds a whole row of chunks
       // (the chunks a tile boundary may cut), so consecutive reads never decompress a
       // chunk twice; bounded at 1 GiB. An unfiltered one keeps HDF5's small default, under
@@ -101,13 +105,13 @@ class DatasetReader final : public detail::TileReader, public Holder {
       // An unfiltered one is staged too. Where it can, a staged dataset reads its chunks
       // from a mapping of the file on the kernel threads (plan_mapped): decoded, or for
       // unfiltered chunks copied or used in place.
-      if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED && !dims_.empty()) {
+      if (check(H5Pget_layout(dcpl.get()), label_, kCannot, kDamaged) == H5D_CHUNKED && !dims_.empty()) {
         std::vector<hsize_t> chunk(dims_.size());
-        H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+        check(H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), label_, kCannot, kDamaged);
         std::size_t row_bytes = item_ * chunk[0];
         for (std::size_t k = 1; k < dims_.size(); ++k)
           row_bytes *= static_cast<std::size_t>((dims_[k] + chunk[k] - 1) / chunk[k] * chunk[k]);
-        if (H5Pget_nfilters(dcpl.get()) > 0)
+        if (check(H5Pget_nfilters(dcpl.get()), label_, kCannot, kDamaged) > 0)
           cache_bytes_ = std::clamp<std::size_t>(2 * row_bytes, std::size_t{64} << 20, std::size_t{1} << 30);
         plan_staged(dcpl.get(), type.get(), chunk, row_bytes);
         if (staged_) plan_mapped(f.get(), probe.get());
@@ -123,6 +127,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     let_go();
   }
 
+  // Read-only: what the closes return is not checked (Id's destructor).
   void let_go() override {
     dataset_.reset();
     type_.reset();
@@ -390,8 +395,9 @@ class DatasetReader final : public detail::TileReader, public Holder {
   // (chunk addresses are then file offsets), of at most 1M chunks: mapped, so the kernel
   // threads decode its chunks from the file (or copy unfiltered ones, or use them in
   // place) with no HDF5 call, and the serial stage only looks chunks up.
+  // A failing query leaves the dataset unmapped: read through the library instead.
   void plan_mapped(hid_t file, hid_t dset) {
-    if (!elsewhere(file, dset).empty()) return;
+    if (!elsewhere(file, dset, label_).empty()) return;
     Id fcpl(H5Fget_create_plist(file), H5Pclose);
     hsize_t user_block = 1;
     if (!fcpl.valid() || H5Pget_userblock(fcpl.get(), &user_block) < 0 || user_block != 0) return;
@@ -441,7 +447,8 @@ class DatasetReader final : public detail::TileReader, public Holder {
 
   // Whether this dataset is read staged, and what that needs: every filter one ooc
   // decodes, fill values it can reproduce, and rows of chunks of reasonable size (a tile
-  // decodes every chunk it touches; tiles are rows of elements).
+  // decodes every chunk it touches; tiles are rows of elements). A failing query leaves
+  // the dataset to H5Dread.
   void plan_staged(hid_t dcpl, hid_t type, const std::vector<hsize_t>& chunk, std::size_t row_bytes) {
     if (row_bytes > (std::size_t{256} << 20)) return;
     unsigned options = 0;
@@ -454,6 +461,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
     if (H5Pget_fill_time(dcpl, &when) < 0 || when == H5D_FILL_TIME_NEVER) return;
     std::vector<filters::Filter> pipeline;
     const int n = H5Pget_nfilters(dcpl);
+    if (n < 0) return;
     for (int i = 0; i < n; ++i) {
       unsigned flags = 0, config = 0;
       std::size_t count = 32;
@@ -461,7 +469,7 @@ class DatasetReader final : public detail::TileReader, public Holder {
       const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &count, values.data(), 0, nullptr,
                                              &config);
       if (id < 0 || !filters::decodable(static_cast<unsigned>(id))) return;
-      if (H5Zfilter_avail(id) <= 0) library_decodes_ = false;
+      if (H5Zfilter_avail(id) <= 0) library_decodes_ = false;  // negative: its plugin did not load
       values.resize(std::min<std::size_t>(count, 32));
       pipeline.push_back({static_cast<unsigned>(id), std::move(values)});
     }
@@ -631,15 +639,20 @@ class DatasetReader final : public detail::TileReader, public Holder {
     // quickly only when both selections have the same shape (else it goes element by
     // element). The file's own type as memory type: raw bytes, converted later by ooc.
     std::byte* at = dst;
+    const std::string failed = "reading elements " + std::to_string(begin) + ".." + std::to_string(end) + " failed";
     for (const Box& box : boxes) {
-      Id file_space(H5Dget_space(dataset_->get()), H5Sclose);
-      Id memory_space(box.count.empty() ? H5Screate(H5S_SCALAR)
-                                        : H5Screate_simple(static_cast<int>(box.count.size()), box.count.data(), nullptr),
-                      H5Sclose);
+      Id file_space(check(H5Dget_space(dataset_->get()), label_, failed.c_str()), H5Sclose);
+      Id memory_space(
+          check(box.count.empty() ? H5Screate(H5S_SCALAR)
+                                  : H5Screate_simple(static_cast<int>(box.count.size()), box.count.data(), nullptr),
+                label_, failed.c_str()),
+          H5Sclose);
       if (!box.count.empty())
-        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, box.offset.data(), nullptr, box.count.data(), nullptr);
+        check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, box.offset.data(), nullptr, box.count.data(),
+                                  nullptr),
+              label_, failed.c_str());
       if (H5Dread(dataset_->get(), type_->get(), memory_space.get(), file_space.get(), H5P_DEFAULT, at) < 0)
-        throw Error(label_, "reading elements " + std::to_string(begin) + ".." + std::to_string(end) + " failed");
+        throw Error(label_, failed);
       hsize_t elements = 1;
       for (hsize_t c : box.count) elements *= c;
       at += elements * item_;
@@ -659,11 +672,13 @@ class DatasetReader final : public detail::TileReader, public Holder {
     if (dataset_) return;
     if (identity(file_name_) != identity_) throw Error(file_name_, "was replaced while being read");
     file_ = std::make_unique<Id>(open_file(file_name_, false));
-    Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
-    if (cache_bytes_ > 0) H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes_, 1.0);
-    dataset_ = std::make_unique<Id>(H5Dopen2(file_->get(), dataset_name_.c_str(), dapl.get()), H5Dclose);
-    if (!dataset_->valid()) throw Error(label_, "cannot open the dataset for reading");
-    type_ = std::make_unique<Id>(H5Dget_type(dataset_->get()), H5Tclose);
+    static constexpr const char* kCannot = "cannot open the dataset for reading";
+    Id dapl(check(H5Pcreate(H5P_DATASET_ACCESS), label_, kCannot), H5Pclose);
+    if (cache_bytes_ > 0) check(H5Pset_chunk_cache(dapl.get(), 100003, cache_bytes_, 1.0), label_, kCannot);
+    Id dataset(check(H5Dopen2(file_->get(), dataset_name_.c_str(), dapl.get()), label_, kCannot), H5Dclose);
+    Id type(check(H5Dget_type(dataset.get()), label_, kCannot), H5Tclose);
+    dataset_ = std::make_unique<Id>(std::move(dataset));  // held only with its type
+    type_ = std::make_unique<Id>(std::move(type));
   }
 
   std::string label_, file_name_, dataset_name_;

@@ -61,22 +61,22 @@ class ChunkWriter final : public detail::TileWriter {
     if (static_cast<std::uint64_t>(chunk_elements_) * item_ >= (std::uint64_t{1} << 32))
       throw UsageError(label_, "chunks of " + std::to_string(rows) + " rows would exceed HDF5's 4 GiB a chunk");
     Session session(file);
-    const bool existing = is_hdf5_file(file);
-    file_ = std::make_unique<Id>(existing ? open_file(file, true)
-                                          : Id(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose));
-    if (!file_->valid()) throw Error(file, "cannot create the HDF5 file");
-    Id type = make_type(dtype);
+    file_ = std::make_unique<Id>(open_or_create(file));
+    Id type = make_type(dtype, label_);
+    // These fail only when the library does (out of memory): never for the file's sake.
+    static constexpr const char* kCannot = "cannot make the dataset's shape and properties (HDF5 library error)";
     std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk(dims);
     chunk[0] = static_cast<hsize_t>(rows);
-    Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-    Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    Id space(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), label_, kCannot), H5Sclose);
+    Id dcpl(check(H5Pcreate(H5P_DATASET_CREATE), label_, kCannot), H5Pclose);
+    check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), label_, kCannot);
     const bool blosc = how.codec == "blosc";
     if (how.shuffle && !blosc) {
-      H5Pset_shuffle(dcpl.get());
+      check(H5Pset_shuffle(dcpl.get()), label_, kCannot);
       pipeline_.push_back({filters::kShuffle, {static_cast<unsigned>(item_)}});
     }
     auto plugin = [&](unsigned id, const char* what) {
+      // Negative: the plugin is there but did not load, which serves no better.
       if (H5Zfilter_avail(static_cast<H5Z_filter_t>(id)) <= 0)
         throw Error(label_, std::string("this HDF5 library has no ") + what + " filter (" + std::to_string(id) +
                                 "; Debian: hdf5-filter-plugin" + (id == filters::kBlosc ? "-blosc-serial" : "") +
@@ -84,12 +84,12 @@ class ChunkWriter final : public detail::TileWriter {
     };
     if (how.codec == "gzip") {
       const unsigned level = static_cast<unsigned>(how.level < 0 ? 4 : how.level);
-      H5Pset_deflate(dcpl.get(), level);
+      check(H5Pset_deflate(dcpl.get(), level), label_, kCannot);
       pipeline_.push_back({filters::kDeflate, {level}});
     } else if (how.codec == "lz4") {
       plugin(filters::kLz4, "lz4");
       const unsigned values[1] = {0};
-      H5Pset_filter(dcpl.get(), filters::kLz4, H5Z_FLAG_MANDATORY, 1, values);
+      check(H5Pset_filter(dcpl.get(), filters::kLz4, H5Z_FLAG_MANDATORY, 1, values), label_, kCannot);
       pipeline_.push_back({filters::kLz4, {0}});
     } else if (blosc) {
       plugin(filters::kBlosc, "blosc");
@@ -97,15 +97,18 @@ class ChunkWriter final : public detail::TileWriter {
                                          static_cast<unsigned>(chunk_elements_ * static_cast<std::int64_t>(item_)),
                                          static_cast<unsigned>(how.level < 0 ? 5 : how.level), how.shuffle ? 1u : 0u,
                                          static_cast<unsigned>(filters::blosc_codec_number(how.blosc_codec.c_str()))};
-      H5Pset_filter(dcpl.get(), filters::kBlosc, H5Z_FLAG_MANDATORY, values.size(), values.data());
+      check(H5Pset_filter(dcpl.get(), filters::kBlosc, H5Z_FLAG_MANDATORY, values.size(), values.data()), label_,
+            kCannot);
       pipeline_.push_back({filters::kBlosc, values});
     }
-    Id lcpl = intermediate_groups();
+    Id lcpl = intermediate_groups(label_);
     dataset_ = std::make_unique<Id>(
         H5Dcreate2(file_->get(), dataset.c_str(), type.get(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), H5Dclose);
     if (!dataset_->valid()) throw Error(label_, "cannot create the dataset");
   }
 
+  // An output never finished is discarded: what the closes return is not checked (Id's
+  // destructor); finish() closes a finished one, checked.
   ~ChunkWriter() override {
     Session session(label_);
     dataset_.reset();
@@ -161,6 +164,7 @@ class ChunkWriter final : public detail::TileWriter {
     Session session(label_);
     if (!dataset_) return;
     if (pending_filled_ != 0) throw std::logic_error("chunk writer: a chunk was left unwritten");
+    if (space_) space_->close(label_, "cannot close the dataset's dataspace");
     space_.reset();
     dataset_->close(label_, "cannot close the dataset (disk full?)");
     dataset_.reset();
@@ -195,7 +199,8 @@ class ChunkWriter final : public detail::TileWriter {
 
   void put(std::int64_t k, const std::vector<std::byte>& bytes) {
     Session session(label_);
-    std::vector<hsize_t> offset(static_cast<std::size_t>(std::max(1, H5Sget_simple_extent_ndims(space()))), 0);
+    const int ndims = check(H5Sget_simple_extent_ndims(space()), label_, "cannot read the dataset's shape");
+    std::vector<hsize_t> offset(static_cast<std::size_t>(std::max(1, ndims)), 0);
     offset[0] = static_cast<hsize_t>(k * rows_);
     if (H5Dwrite_chunk(dataset_->get(), H5P_DEFAULT, 0, offset.data(), bytes.size(), bytes.data()) < 0)
       throw Error(label_, "writing chunk " + std::to_string(k) + " failed (disk full?)");
@@ -217,7 +222,9 @@ class ChunkWriter final : public detail::TileWriter {
   }
 
   hid_t space() {
-    if (!space_) space_ = std::make_unique<Id>(H5Dget_space(dataset_->get()), H5Sclose);
+    if (!space_)
+      space_ = std::make_unique<Id>(check(H5Dget_space(dataset_->get()), label_, "cannot read the dataset's shape"),
+                                    H5Sclose);
     return space_->get();
   }
 

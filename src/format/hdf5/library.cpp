@@ -59,6 +59,14 @@ Id open_file(const std::string& file, bool writable) {
   throw Error(file, "not an HDF5 file, or it is damaged", ErrorKind::corrupt);
 }
 
+
+Id open_or_create(const std::string& file) {
+  if (is_hdf5_file(file)) return open_file(file, true);
+  Id f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
+  if (!f.valid()) throw Error(file, "cannot create the HDF5 file");
+  return f;
+}
+
 namespace {
 
 
@@ -100,24 +108,24 @@ void probe_in_child(const std::string& file, const std::string& dataset) {
       ::dup2(null, STDERR_FILENO);
     }
     // The file and dataset are left open: the child writes nothing, not even by closing
-    // an object it shares with the parent's open of the same file.
+    // an object it shares with the parent's open of the same file. Failures are not
+    // checked past skipping what did not open: the child's one answer is whether the
+    // library crashed, and errors are the parent's to meet and report.
     try {
       const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
       if (f >= 0 && dataset.empty()) {
-        std::vector<DatasetInfo> found;
-        H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, collect, &found);
-        H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, collect_external, &found);
-      } else if (f >= 0 && link_exists(f, dataset)) {
+        walk(f, file);
+      } else if (f >= 0 && link_exists(f, dataset, file)) {
         const hid_t dset = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
         if (dset >= 0) {
-          describe_open(f, dset, dataset);
+          describe_open(f, dset, file, dataset);
 #if H5_VERSION_GE(1, 10, 5)
           hsize_t chunks = 0;  // walks the chunk index, where reading looks chunks up
           H5Dget_num_chunks(dset, H5S_ALL, &chunks);
 #endif
         }
       }
-    } catch (...) {  // errors are the parent's to meet and report
+    } catch (...) {
     }
     ::_exit(0);
   }

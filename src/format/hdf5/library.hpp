@@ -34,10 +34,14 @@ class Session {
     // The library's own exit handler closes what is still open and flushes it; after a
     // failed write it crashed doing so (SIGSEGV after the run had reported its error).
     // ooc closes what it opens, and a transaction's file refuses writes once it ended.
+    // Its result is not checked: H5dont_atexit fails only when called a second time, and
+    // this static calls it once.
     static const bool no_exit_handler = (H5dont_atexit(), true);
     (void)no_exit_handler;
     thread_local bool silenced = false;
     if (!silenced) {
+      // Not checked either: it fails only for an invalid error stack, and H5E_DEFAULT is
+      // always valid; refusing the call over it would fail a run for words on stderr.
       H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
       silenced = true;
     }
@@ -56,6 +60,9 @@ class Id {
   Id(Id&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)), close_(other.close_) {}
   Id(const Id&) = delete;
   Id& operator=(const Id&) = delete;
+  // A destructor cannot throw, so its close's result is ignored: it runs on error paths,
+  // after reads, and for objects only in memory (types, dataspaces, property lists), whose
+  // close writes nothing. A dataset or file written to is closed with close() first.
   ~Id() {
     if (id_ >= 0) close_(id_);
   }
@@ -77,6 +84,17 @@ class Id {
 inline std::string where(const std::string& file, const std::string& dataset) { return file + ":" + dataset; }
 
 
+/// Every HDF5 call's result is checked. The library says a call failed with a negative
+/// result: an herr_t, an htri_t, H5I_INVALID_HID, a negative count or size, an enum's
+/// error value (H5T_NO_CLASS, H5D_LAYOUT_ERROR, ...). Passes `result` on, or throws
+/// Error(label, problem, kind).
+template <class T>
+T check(T result, const std::string& label, const char* problem, ErrorKind kind = ErrorKind::other) {
+  if (result < 0) throw Error(label, problem, kind);
+  return result;
+}
+
+
 // The readers holding a dataset open (and with it its file, read-only): HDF5 opens a file
 // for writing only when nothing in the process holds it read-only, so a write into a file
 // being read (a new dataset beside a chunked input, or in the file an external link leads
@@ -95,20 +113,21 @@ std::vector<Holder*>& holders();
 /// Opens `file` through ooc's file driver (hdf5/rollback.hpp), rolling back an interrupted
 /// write into it first; throws ooc::Error naming the file.
 Id open_file(const std::string& file, bool writable);
+/// Opens `file` to write a new dataset into: the HDF5 file there, for writing, or a new
+/// one made in its place.
+Id open_or_create(const std::string& file);
 
 /// The probe in a child process (set_probe_in_child); the caller holds the library lock.
 void probe_in_child(const std::string& file, const std::string& dataset);
 
-// The catalogue (catalogue.cpp).
-bool link_exists(hid_t file, const std::string& path);
-std::string elsewhere(hid_t file, hid_t object);
-DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& name);
+// The catalogue (catalogue.cpp). `file_name` and `label`: what errors name.
+bool link_exists(hid_t file, const std::string& path, const std::string& file_name);
+std::string elsewhere(hid_t file, hid_t object, const std::string& label);
+DatasetInfo describe_open(hid_t file, hid_t dset, const std::string& file_name, const std::string& name);
 Id open_dataset(hid_t file, const std::string& file_name, const std::string& dataset);
-Id intermediate_groups();
-// H5Ovisit and H5Lvisit callbacks gathering the datasets of a file into a
-// std::vector<DatasetInfo>, and the external links that lead to them.
-herr_t collect(hid_t object, const char* name, const H5O_info_t* info, void* data);
-herr_t collect_external(hid_t group, const char* name, const H5L_info_t* info, void* data);
+Id intermediate_groups(const std::string& label);
+/// Every dataset of the open `file`, reached by hard links or through external links.
+std::vector<DatasetInfo> walk(hid_t file, const std::string& file_name);
 
 // Types (types.cpp).
 
@@ -116,8 +135,7 @@ struct TypeAnswer {
   std::optional<DType> dtype;
   std::string text;
 };
-ByteOrder order_of(hid_t type);
-TypeAnswer classify(hid_t type);
-Id make_type(DType dtype);
+TypeAnswer classify(hid_t type, const std::string& label);
+Id make_type(DType dtype, const std::string& label);
 
 }  // namespace ooc::hdf5

@@ -1,0 +1,616 @@
+// ooc::linalg: gram, cov, corrcoef and matmul of tall arrays, streamed in one pass.
+//
+// Every function sees its array as N observations of M variables. Where an observation's
+// variables lie side by side in memory (the rows of a C-order tall array) the tiles of a
+// slab plan hold whole rows and are streamed by for_each_block; where each variable's
+// observations are contiguous instead (an F-order tall array, a C-order wide one with
+// rowvar) the observations are read in batches, one range per variable. Either way the
+// observations are cut into chunks of a fixed number of rows, the chunk size a function
+// of M alone, and the chunks' partial results are merged strictly in chunk order: the
+// bits depend on neither the thread count nor the tile size.
+
+#include "layer.hpp"
+
+#include "ooc/blocks.hpp"
+#include "ooc/error.hpp"
+#include "ooc/internal/pipeline.hpp"
+#include "ooc/linalg.hpp"
+
+#include <Eigen/Dense>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace ooc::linalg {
+namespace {
+
+using Eigen::Dynamic;
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+template <class S> using ColMajor = Eigen::Matrix<S, Dynamic, Dynamic>;
+template <class S> using RowMajor = Eigen::Matrix<S, Dynamic, Dynamic, Eigen::RowMajor>;
+
+// Where observation o of variable v lies: element o * M + v (observation-major) or
+// v * N + o (variable-major), in the array's memory order.
+struct Layout {
+  std::int64_t observations = 0;
+  std::int64_t variables = 0;
+  bool observation_major = true;
+};
+
+Layout layout_of(const MappedArray& x, bool variables_in_rows) {
+  const Shape& shape = x.shape();
+  std::int64_t rows = 1, cols = 1;
+  if (shape.size() == 1) (variables_in_rows ? cols : rows) = shape[0];
+  if (shape.size() == 2) rows = shape[0], cols = shape[1];
+  Layout layout;
+  if (variables_in_rows) {
+    layout = {cols, rows, x.order() == Order::fortran};
+  } else {
+    layout = {rows, cols, x.order() == Order::c};
+  }
+  // One variable or one observation: both layouts are the same bytes.
+  if (layout.variables <= 1 || layout.observations <= 1) layout.observation_major = true;
+  return layout;
+}
+
+// Observations per chunk: large enough that a chunk's product dominates its merge (at
+// least 4 M rows, for an M x M merge), small enough that a tile holds several.
+std::int64_t chunk_rows(std::int64_t variables) {
+  const std::int64_t m = std::max<std::int64_t>(variables, 1);
+  return std::clamp<std::int64_t>(std::max<std::int64_t>(4 * m, (std::int64_t{1} << 16) / m), 256, 8192);
+}
+
+// Converts count elements of the array's dtype into S (a copy for native S).
+template <class S>
+void convert_into(DType from, const std::byte* src, std::vector<S>& into, std::int64_t count) {
+  if (static_cast<std::int64_t>(into.size()) < count) into.resize(static_cast<std::size_t>(count));
+  convert(from, src, dtype_of<S>, into.data(), count);
+}
+
+// Streams the observations of `x` in chunks: chunk(Y, first) gets the chunk as a K x M
+// Eigen expression of S (observations by variables) and the number of its first
+// observation, on any thread, and returns its State; fold(State&&) gets the states on
+// one thread in chunk order.
+template <class S, class State, class Chunk, class Fold>
+void stream_chunks(const MappedArray& x, const Layout& layout, const PipelineOptions& options, Chunk&& chunk,
+                   Fold&& fold) {
+  const std::int64_t n = layout.observations, m = layout.variables;
+  if (n == 0 || m == 0) return;
+  const std::int64_t k = chunk_rows(m);
+  const DType dtype = x.dtype();
+  const auto item = static_cast<std::uint64_t>(dtype.itemsize());
+  const std::uint64_t chunk_bytes = static_cast<std::uint64_t>(k * m) * item;
+  const std::uint64_t chunks_per_tile = std::max<std::uint64_t>(1, options.tile_bytes / chunk_bytes);
+  const bool direct = std::is_same_v<S, double> && dtype == dtype_of<double>;
+
+  if (layout.observation_major) {
+    // Tiles of whole chunks: rows_per_tile a multiple of k, so every chunk lies in one tile.
+    const TilePlan plan = TilePlan::slabs(n, m, dtype.itemsize(), chunks_per_tile * chunk_bytes);
+    const MappedArray* inputs[] = {&x};
+    for_each_block(
+        inputs, nullptr, plan, options,
+        [&](const Block& block) {
+          const std::int64_t first = block.tile.begin / m, rows = block.tile.size() / m;
+          const S* values = nullptr;
+          thread_local std::vector<S> converted;
+          if (direct && reinterpret_cast<std::uintptr_t>(block.inputs[0]) % alignof(S) == 0) {
+            values = reinterpret_cast<const S*>(block.inputs[0]);
+          } else {
+            convert_into<S>(dtype, block.inputs[0], converted, rows * m);
+            values = converted.data();
+          }
+          std::vector<State> states;
+          for (std::int64_t row = 0; row < rows; row += k) {
+            const std::int64_t size = std::min(k, rows - row);
+            const Eigen::Map<const RowMajor<S>> y(values + row * m, size, m);
+            states.push_back(chunk(y, first + row));
+          }
+          return states;
+        },
+        [&](const Tile&, std::vector<State>&& states) {
+          for (State& state : states) fold(std::move(state));
+        });
+    return;
+  }
+
+  // Variable-major: batches of whole chunks, each variable's range read on every core,
+  // then the batch's chunks computed in parallel and folded in order.
+  const std::int64_t batch = static_cast<std::int64_t>(chunks_per_tile) * k;
+  PipelineOptions read_options = options;
+  read_options.on_progress = nullptr;
+  read_options.tiles = TileRange{};
+  std::vector<std::byte> raw(static_cast<std::size_t>(std::min(batch, n)) * item);
+  std::vector<S> values(static_cast<std::size_t>(std::min(batch, n) * m));
+  std::vector<S> converted;
+  const int threads = detail::resolve_threads(options.threads);
+  Progress progress;
+  progress.elements = n * m;
+  for (std::int64_t begin = 0; begin < n; begin += batch) {
+    const std::int64_t size = std::min(batch, n - begin);
+    const std::int64_t stride = std::min(batch, n);
+    for (std::int64_t v = 0; v < m; ++v) {
+      const std::int64_t at = v * n + begin;
+      read(x, ElementRange{at, at + size}, std::span<std::byte>(raw.data(), static_cast<std::size_t>(size) * item),
+           read_options);
+      convert_into<S>(dtype, raw.data(), converted, size);
+      std::copy_n(converted.data(), size, values.data() + v * stride);
+    }
+    const std::int64_t chunks = (size + k - 1) / k;
+    std::vector<State> states(static_cast<std::size_t>(chunks));
+    detail::run_in_arena(threads, [&] {
+      tbb::parallel_for(std::int64_t{0}, chunks, [&](std::int64_t c) {
+        const std::int64_t rows = std::min(k, size - c * k);
+        const Eigen::Map<const ColMajor<S>, 0, Eigen::OuterStride<>> y(values.data() + c * k, rows, m,
+                                                                       Eigen::OuterStride<>(stride));
+        states[static_cast<std::size_t>(c)] = chunk(y, begin + c * k);
+      });
+    });
+    for (State& state : states) fold(std::move(state));
+    progress.elements_done += size * m;
+    if (options.on_progress) options.on_progress(progress);
+  }
+}
+
+// The observation-major lower triangle of a symmetric matrix copied to its upper one.
+template <class M>
+void symmetrize(M& matrix) {
+  matrix.template triangularView<Eigen::StrictlyUpper>() = matrix.transpose();
+}
+
+// A floating gram: per chunk Yᵀ Y (lower triangle) in float64, summed in chunk order.
+MatrixXd gram_floating(const MappedArray& x, const Layout& layout, const PipelineOptions& options) {
+  const std::int64_t m = layout.variables;
+  MatrixXd total = MatrixXd::Zero(m, m);
+  stream_chunks<double, MatrixXd>(
+      x, layout, options,
+      [m](const auto& y, std::int64_t) {
+        MatrixXd part = MatrixXd::Zero(m, m);
+        part.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
+        return part;
+      },
+      [&](MatrixXd&& part) { total.triangularView<Eigen::Lower>() += part; });
+  symmetrize(total);
+  return total;
+}
+
+// An integer (or bool) gram: exact products and sums modulo 2^64, which wrap to any
+// narrower dtype as numpy's integer matmul wraps.
+ColMajor<std::uint64_t> gram_integer(const MappedArray& x, const Layout& layout, const PipelineOptions& options) {
+  using U = std::uint64_t;
+  const std::int64_t m = layout.variables;
+  ColMajor<U> total = ColMajor<U>::Zero(m, m);
+  stream_chunks<U, ColMajor<U>>(
+      x, layout, options,
+      [m](const auto& y, std::int64_t) {
+        ColMajor<U> part = ColMajor<U>::Zero(m, m);
+        for (Eigen::Index r = 0; r < y.rows(); ++r)
+          for (Eigen::Index j = 0; j < m; ++j) {
+            const U yj = y(r, j);
+            for (Eigen::Index i = j; i < m; ++i) part(i, j) += y(r, i) * yj;
+          }
+        return part;
+      },
+      [&](ColMajor<U>&& part) { total += part; });
+  symmetrize(total);
+  return total;
+}
+
+// A chunk's (or a run of chunks') count, mean and co-moment Σ(y - mean)(y - mean)ᵀ (lower
+// triangle) of the data shifted by the first observation.
+struct Moments {
+  std::int64_t count = 0;
+  VectorXd mean;
+  MatrixXd comoment;
+};
+
+// Chan, Golub and LeVeque's pairwise update: `right` holds the observations after `left`'s.
+void merge(Moments& left, Moments&& right) {
+  if (right.count == 0) return;
+  if (left.count == 0) {
+    left = std::move(right);
+    return;
+  }
+  const double n = static_cast<double>(left.count + right.count);
+  const VectorXd delta = right.mean - left.mean;
+  left.mean += delta * (static_cast<double>(right.count) / n);
+  left.comoment.triangularView<Eigen::Lower>() += right.comoment;
+  left.comoment.selfadjointView<Eigen::Lower>().rankUpdate(
+      delta, static_cast<double>(left.count) * static_cast<double>(right.count) / n);
+  left.count += right.count;
+}
+
+// The first observation, every variable's value, in float64.
+VectorXd first_observation(const MappedArray& x, const Layout& layout, const PipelineOptions& options) {
+  const std::int64_t m = layout.variables;
+  const auto item = static_cast<std::size_t>(x.dtype().itemsize());
+  std::vector<std::byte> raw(static_cast<std::size_t>(m) * item);
+  PipelineOptions read_options = options;
+  read_options.on_progress = nullptr;
+  read_options.tiles = TileRange{};
+  if (layout.observation_major) {
+    read(x, ElementRange{0, m}, raw, read_options);
+  } else {
+    for (std::int64_t v = 0; v < m; ++v)
+      read(x, ElementRange{v * layout.observations, v * layout.observations + 1},
+           std::span<std::byte>(raw.data() + static_cast<std::size_t>(v) * item, item), read_options);
+  }
+  VectorXd values(m);
+  convert(x.dtype(), raw.data(), dtype_of<double>, values.data(), m);
+  return values;
+}
+
+Moments moments(const MappedArray& x, const Layout& layout, const PipelineOptions& options) {
+  const std::int64_t m = layout.variables;
+  Moments total{0, VectorXd::Zero(m), MatrixXd::Zero(m, m)};
+  if (layout.observations == 0 || m == 0) return total;
+  const VectorXd shift = first_observation(x, layout, options);
+  stream_chunks<double, Moments>(
+      x, layout, options,
+      [&](const auto& y, std::int64_t) {
+        MatrixXd centred = y.rowwise() - shift.transpose();
+        const Eigen::RowVectorXd mean = centred.colwise().sum() / static_cast<double>(y.rows());
+        centred.rowwise() -= mean;
+        Moments part{y.rows(), mean.transpose(), MatrixXd::Zero(m, m)};
+        part.comoment.selfadjointView<Eigen::Lower>().rankUpdate(centred.transpose());
+        return part;
+      },
+      [&](Moments&& part) { merge(total, std::move(part)); });
+  symmetrize(total.comoment);
+  return total;
+}
+
+void check_cov_dimensions(const MappedArray& x) {
+  if (x.ndim() > 2) throw UsageError(x.path(), "m has more than 2 dimensions");
+}
+
+// np.cov's own steps after the centred products: c * (1 / fact), fact = N - ddof, with
+// its warnings (an empty array: the mean of an empty slice; fact <= 0: 1 / 0).
+Matrix covariance(const MappedArray& x, const CovOptions& how, const PipelineOptions& options) {
+  check_cov_dimensions(x);
+  const bool variables_in_rows = how.rowvar || x.ndim() < 2 || x.shape()[0] == 1;  // numpy keeps a (1, N) as rows
+  const Layout layout = layout_of(x, variables_in_rows);
+  Matrix result;
+  result.dtype = dtype_of<double>;
+  const std::int64_t m = layout.variables;
+  if (m == 0) {  // numpy: np.array([]).reshape(0, 0)
+    result.shape = {0, 0};
+    result.values = MatrixXd(0, 0);
+    return result;
+  }
+  const Moments total = moments(x, layout, options);
+  const std::int64_t ddof = how.ddof ? *how.ddof : (how.bias ? 0 : 1);
+  double fact = static_cast<double>(layout.observations) - static_cast<double>(ddof);
+  if (layout.observations == 0) result.warnings.push_back("Mean of empty slice.");
+  if (fact <= 0) {
+    result.warnings.push_back("Degrees of freedom <= 0 for slice");
+    fact = 0;
+  }
+  result.values = total.comoment * (1.0 / fact);
+  result.shape = m == 1 ? Shape{} : Shape{m, m};
+  return result;
+}
+
+// A float result rounded to `dtype` (held in float64).
+MatrixXd rounded_to(const MatrixXd& values, DType dtype) {
+  if (dtype == dtype_of<double>) return values;
+  MatrixXd out(values.rows(), values.cols());
+  std::vector<std::byte> narrow(static_cast<std::size_t>(values.size() * dtype.itemsize()));
+  convert(dtype_of<double>, values.data(), dtype, narrow.data(), values.size());
+  convert(dtype, narrow.data(), dtype_of<double>, out.data(), values.size());
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::byte> Matrix::bytes() const {
+  const auto item = static_cast<std::size_t>(dtype.itemsize());
+  const bool floating = dtype.kind() == Kind::floating;
+  const Eigen::Index rows = floating ? values.rows() : integers.rows();
+  const Eigen::Index cols = floating ? values.cols() : integers.cols();
+  std::vector<std::byte> out(static_cast<std::size_t>(rows * cols) * item);
+  std::size_t at = 0;
+  for (Eigen::Index i = 0; i < rows; ++i)
+    for (Eigen::Index j = 0; j < cols; ++j, at += item) {
+      if (floating) {
+        const double value = values(i, j);
+        convert(dtype_of<double>, &value, dtype, out.data() + at, 1);
+      } else if (dtype.kind() == Kind::boolean) {
+        out[at] = std::byte{integers(i, j) != 0};
+      } else {
+        // Two's complement: the low bytes of the 64-bit pattern (little- or big-endian).
+        const std::uint64_t bits = integers(i, j);
+        for (std::size_t b = 0; b < item; ++b) {
+          const auto byte = static_cast<std::byte>((bits >> (8 * b)) & 0xff);
+          out[at + (kNativeOrder == ByteOrder::little ? b : item - 1 - b)] = byte;
+        }
+      }
+    }
+  return out;
+}
+
+Matrix gram(const MappedArray& x, const PipelineOptions& options) {
+  if (x.ndim() < 1 || x.ndim() > 2)
+    throw UsageError(x.path(), "gram takes a 1-d or 2-d array, not " + std::to_string(x.ndim()) + "-d");
+  const Layout layout = layout_of(x, false);
+  Matrix result;
+  result.dtype = x.dtype().native();
+  result.shape = x.ndim() == 1 ? Shape{} : Shape{layout.variables, layout.variables};
+  if (result.dtype.kind() == Kind::floating) {
+    result.values = rounded_to(gram_floating(x, layout, options), result.dtype);
+  } else {
+    result.integers = gram_integer(x, layout, options);
+  }
+  return result;
+}
+
+Matrix cov(const MappedArray& x, const CovOptions& how, const PipelineOptions& options) {
+  return covariance(x, how, options);
+}
+
+Matrix corrcoef(const MappedArray& x, bool rowvar, const PipelineOptions& options) {
+  CovOptions how;
+  how.rowvar = rowvar;
+  Matrix c = covariance(x, how, options);
+  MatrixXd& v = c.values;
+  if (v.size() == 0) return c;
+  const VectorXd stddev = v.diagonal().array().sqrt();
+  // 0 / 0 (a constant variable, or no observations) and inf / inf: numpy warns.
+  bool invalid = false;
+  for (Eigen::Index i = 0; i < stddev.size(); ++i)
+    if (stddev(i) == 0 || std::isinf(stddev(i))) invalid = true;
+  if (c.shape.empty()) {  // numpy: c / c for a single variable, unclipped
+    v(0, 0) = v(0, 0) / v(0, 0);
+  } else {
+    for (Eigen::Index j = 0; j < v.cols(); ++j)
+      for (Eigen::Index i = 0; i < v.rows(); ++i) {
+        const double value = v(i, j) / stddev(i) / stddev(j);
+        v(i, j) = std::isnan(value) ? value : std::clamp(value, -1.0, 1.0);
+      }
+  }
+  if (invalid) c.warnings.push_back("invalid value encountered in divide");
+  return c;
+}
+
+DType matmul_dtype(DType x, DType w) { return promote_types(x, w); }
+
+Shape matmul_shape(const MappedArray& x, const Shape& w) {
+  const std::string signature = "(n?,k),(k,m?)->(n?,m?)";
+  const Shape& xs = x.shape();
+  if (xs.empty() || w.empty())
+    throw UsageError(x.path(), "matmul: Input operand " + std::string(xs.empty() ? "0" : "1") +
+                                   " does not have enough dimensions (has 0, gufunc core with signature " + signature +
+                                   " requires 1)");
+  if (xs.size() > 2) throw UsageError(x.path(), "matmul streams a 1-d or 2-d X, not " + std::to_string(xs.size()) + "-d");
+  if (w.size() > 2) throw UsageError(x.path(), "matmul takes a 1-d or 2-d W, not " + std::to_string(w.size()) + "-d");
+  const std::int64_t inner = xs.back();
+  if (w[0] != inner)
+    throw UsageError(x.path(), "matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature " + signature +
+                                   " (size " + std::to_string(w[0]) + " is different from " + std::to_string(inner) + ")");
+  Shape shape;
+  if (xs.size() == 2) shape.push_back(xs[0]);
+  if (w.size() == 2) shape.push_back(w[1]);
+  return shape;
+}
+
+void matmul(const MappedArray& x, const InMemory& w, std::span<std::byte> out, const PipelineOptions& options) {
+  matmul_shape(x, w.shape);
+  const DType dtype = matmul_dtype(x.dtype(), w.dtype);
+  const std::int64_t m = x.shape().back();
+  const std::int64_t k = w.shape.size() == 2 ? w.shape[1] : 1;
+  const auto item = static_cast<std::size_t>(dtype.itemsize());
+  const std::int64_t count = (x.ndim() == 2 ? x.shape()[0] : 1) * k;
+  if (out.size() != static_cast<std::size_t>(count) * item)
+    throw UsageError(x.path(), "matmul: an output of " + std::to_string(out.size()) + " bytes for " +
+                                   std::to_string(count) + " elements of " + dtype.name());
+  if (m == 0) std::fill(out.begin(), out.end(), std::byte{0});  // empty sums
+  // A 1-d x is one observation of m variables.
+  const Layout layout = x.ndim() == 2 ? layout_of(x, false) : Layout{1, m, true};
+  auto run = [&]<class S>(std::type_identity<S>) {
+    // W as a column-major m x k matrix of S.
+    std::vector<S> converted(static_cast<std::size_t>(m * k));
+    convert(w.dtype, w.data, dtype_of<S>, converted.data(), m * k);
+    ColMajor<S> weights(m, k);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < k; ++j)
+        weights(i, j) = converted[static_cast<std::size_t>(w.order == Order::c ? i * k + j : j * m + i)];
+    struct Written {};
+    stream_chunks<S, Written>(
+        x, layout, options,
+        [&](const auto& y, std::int64_t first) {
+          const RowMajor<S> product = y * weights;
+          convert(dtype_of<S>, product.data(), dtype, out.data() + static_cast<std::size_t>(first * k) * item,
+                  product.size());
+          return Written{};
+        },
+        [](Written&&) {});
+  };
+  if (dtype.kind() == Kind::floating) {
+    run(std::type_identity<double>{});
+  } else {
+    run(std::type_identity<std::uint64_t>{});  // wraps to any integer width; bool: nonzero
+  }
+}
+
+namespace {
+
+// The dtype numpy.linalg computes and returns for x: float32 stays, the rest float64.
+DType linalg_dtype(const MappedArray& x) {
+  if (x.ndim() != 2)
+    throw UsageError(x.path(), std::to_string(x.ndim()) + "-dimensional array given. Array must be two-dimensional");
+  if (x.dtype().kind() == Kind::floating && x.dtype().itemsize() == 2)
+    throw UsageError(x.path(), "array type float16 is unsupported in linalg");
+  return x.dtype().native() == dtype_of<float> ? dtype_of<float> : dtype_of<double>;
+}
+
+// The upper triangle (rows min(rows, cols)) of a Householder QR.
+MatrixXd r_factor(const MatrixXd& stacked) {
+  const Eigen::HouseholderQR<MatrixXd> qr(stacked);
+  const Eigen::Index rows = std::min(stacked.rows(), stacked.cols());
+  return qr.matrixQR().topRows(rows).triangularView<Eigen::Upper>();
+}
+
+MatrixXd tsqr_r(const MappedArray& x, const PipelineOptions& options) {
+  const Layout layout = layout_of(x, false);
+  const std::int64_t m = layout.variables;
+  MatrixXd total(0, m);
+  stream_chunks<double, MatrixXd>(
+      x, layout, options, [](const auto& y, std::int64_t) { return r_factor(MatrixXd(y)); },
+      [&](MatrixXd&& part) {
+        if (total.rows() == 0) {
+          total = std::move(part);
+          return;
+        }
+        MatrixXd stacked(total.rows() + part.rows(), m);
+        stacked << total, part;
+        total = r_factor(stacked);
+      });
+  for (Eigen::Index i = 0; i < total.rows(); ++i)
+    if (total(i, i) < 0) total.row(i) *= -1;
+  return total;
+}
+
+}  // namespace
+
+Matrix qr_r(const MappedArray& x, const PipelineOptions& options) {
+  Matrix result;
+  result.dtype = linalg_dtype(x);
+  result.values = rounded_to(tsqr_r(x, options), result.dtype);
+  result.shape = {result.values.rows(), result.values.cols()};
+  return result;
+}
+
+Matrix singular_values(const MappedArray& x, const PipelineOptions& options) {
+  Matrix result;
+  result.dtype = linalg_dtype(x);
+  if (x.size() == 0) throw UsageError(x.path(), "Arrays cannot be empty");
+  const MatrixXd r = tsqr_r(x, options);
+  const VectorXd s = Eigen::JacobiSVD<MatrixXd>(r).singularValues();
+  result.values = rounded_to(MatrixXd(s.transpose()), result.dtype);
+  result.shape = {s.size()};
+  return result;
+}
+
+namespace {
+
+// Reads observations [begin, begin + count) of `a`, laid out as `layout`, as float64 into
+// the columns of the column-major `into` (leading dimension `stride`).
+void read_observations(const MappedArray& a, const Layout& layout, std::int64_t begin, std::int64_t count,
+                       double* into, std::int64_t stride, const PipelineOptions& options) {
+  const std::int64_t m = layout.variables;
+  const auto item = static_cast<std::size_t>(a.dtype().itemsize());
+  std::vector<std::byte> raw;
+  if (layout.observation_major) {
+    raw.resize(static_cast<std::size_t>(count * m) * item);
+    read(a, ElementRange{begin * m, (begin + count) * m}, raw, options);
+    std::vector<double> values(static_cast<std::size_t>(count * m));
+    convert(a.dtype(), raw.data(), dtype_of<double>, values.data(), count * m);
+    for (std::int64_t o = 0; o < count; ++o)
+      for (std::int64_t v = 0; v < m; ++v) into[v * stride + o] = values[static_cast<std::size_t>(o * m + v)];
+    return;
+  }
+  raw.resize(static_cast<std::size_t>(count) * item);
+  for (std::int64_t v = 0; v < m; ++v) {
+    const std::int64_t at = v * layout.observations + begin;
+    read(a, ElementRange{at, at + count}, raw, options);
+    convert(a.dtype(), raw.data(), dtype_of<double>, into + v * stride, count);
+  }
+}
+
+// The TSQR R of [x y] (rows min(N, M + K)), x and y read side by side in batches of
+// whole chunks, the chunks' R factors folded in chunk order.
+MatrixXd tsqr_r_beside(const MappedArray& x, const Layout& xl, const MappedArray& y, const Layout& yl,
+                       const PipelineOptions& options) {
+  const std::int64_t n = xl.observations, columns = xl.variables + yl.variables;
+  const std::int64_t k = chunk_rows(columns);
+  const auto row_bytes = static_cast<std::uint64_t>(columns) * sizeof(double);
+  const std::int64_t batch =
+      static_cast<std::int64_t>(std::max<std::uint64_t>(1, options.tile_bytes / (row_bytes * static_cast<std::uint64_t>(k)))) * k;
+  PipelineOptions read_options = options;
+  read_options.on_progress = nullptr;
+  read_options.tiles = TileRange{};
+  const int threads = detail::resolve_threads(options.threads);
+  MatrixXd total(0, columns);
+  MatrixXd values(std::min(batch, n), columns);
+  for (std::int64_t begin = 0; begin < n; begin += batch) {
+    const std::int64_t size = std::min(batch, n - begin);
+    read_observations(x, xl, begin, size, values.data(), values.rows(), read_options);
+    read_observations(y, yl, begin, size, values.data() + xl.variables * values.rows(), values.rows(), read_options);
+    const std::int64_t chunks = (size + k - 1) / k;
+    std::vector<MatrixXd> parts(static_cast<std::size_t>(chunks));
+    detail::run_in_arena(threads, [&] {
+      tbb::parallel_for(std::int64_t{0}, chunks, [&](std::int64_t c) {
+        parts[static_cast<std::size_t>(c)] = r_factor(values.middleRows(c * k, std::min(k, size - c * k)));
+      });
+    });
+    for (MatrixXd& part : parts) {
+      MatrixXd stacked(total.rows() + part.rows(), columns);
+      stacked << total, part;
+      total = total.rows() == 0 ? std::move(part) : r_factor(stacked);
+    }
+    if (options.cancel != nullptr && options.cancel->load()) throw Cancelled(x.path(), "cancelled");
+  }
+  return total;
+}
+
+}  // namespace
+
+LeastSquares lstsq(const MappedArray& x, const MappedArray& y, std::optional<double> rcond,
+                   const PipelineOptions& options) {
+  const DType x_dtype = linalg_dtype(x);
+  if (y.ndim() < 1 || y.ndim() > 2)
+    throw UsageError(y.path(), std::to_string(y.ndim()) + "-dimensional array given. Array must be one- or two-dimensional");
+  if (y.dtype().kind() == Kind::floating && y.dtype().itemsize() == 2)
+    throw UsageError(y.path(), "array type float16 is unsupported in linalg");
+  if (y.shape()[0] != x.shape()[0]) throw UsageError(y.path(), "Incompatible dimensions");
+  const DType dtype = x_dtype == dtype_of<float> && y.dtype().native() == dtype_of<float> ? dtype_of<float>
+                                                                                          : dtype_of<double>;
+  const Layout xl = layout_of(x, false);
+  const Layout yl = y.ndim() == 1 ? Layout{y.shape()[0], 1, true} : layout_of(y, false);
+  const std::int64_t n = xl.observations, m = xl.variables, k = yl.variables;
+  MatrixXd r_aug = MatrixXd::Zero(m + k, m + k);
+  if (n > 0 && m + k > 0) {
+    const MatrixXd r = tsqr_r_beside(x, xl, y, yl, options);
+    r_aug.topRows(r.rows()) = r;
+  }
+  const MatrixXd r = r_aug.topLeftCorner(m, m);
+  const MatrixXd qty = r_aug.topRightCorner(m, k);
+  const Eigen::JacobiSVD<MatrixXd> svd(r, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  const VectorXd s = svd.singularValues();
+  const std::int64_t kept = std::min(n, m);
+  const double cutoff =
+      (rcond ? *rcond : std::numeric_limits<double>::epsilon() * static_cast<double>(std::max(n, m))) *
+      (s.size() > 0 ? s(0) : 0.0);
+  LeastSquares result;
+  for (std::int64_t i = 0; i < kept; ++i)
+    if (s(i) > cutoff) ++result.rank;
+  VectorXd inverse = VectorXd::Zero(m);
+  for (std::int64_t i = 0; i < result.rank; ++i) inverse(i) = 1.0 / s(i);
+  const MatrixXd solution = svd.matrixV() * inverse.asDiagonal() * svd.matrixU().transpose() * qty;
+  result.solution.dtype = dtype;
+  result.solution.values = rounded_to(solution, dtype);
+  result.solution.shape = y.ndim() == 1 ? Shape{m} : Shape{m, k};
+  result.residuals.dtype = dtype;
+  if (result.rank == m && n > m) {
+    const MatrixXd tail = r_aug.bottomRightCorner(k, k);
+    result.residuals.values = rounded_to(MatrixXd(tail.colwise().squaredNorm()), dtype);
+    result.residuals.shape = {k};
+  } else {
+    result.residuals.values = MatrixXd(1, 0);
+    result.residuals.shape = {0};
+  }
+  result.singular_values.dtype = dtype;
+  result.singular_values.values = rounded_to(MatrixXd(s.head(kept).transpose()), dtype);
+  result.singular_values.shape = {kept};
+  return result;
+}
+
+}  // namespace ooc::linalg

@@ -42,6 +42,18 @@ def drop_caches():
 GNU_TIME = "/usr/bin/time"
 
 
+def peak_process(cmd):
+    """Runs cmd (any output) and returns (its wall seconds, its peak RSS in bytes), the peak
+    by GNU time as timed_process takes it."""
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".rss") as rss:
+        start = time.perf_counter()
+        proc = subprocess.run([GNU_TIME, "-f", "%M", "-o", rss.name, *cmd], capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return seconds, int(rss.read().strip().splitlines()[-1]) * 1024
+
+
 def timed_process(cmd):
     """Runs cmd and returns (its JSON result, its peak RSS in bytes). A process this one
     starts has as its peak at least this process's resident set (Linux carries the
@@ -85,6 +97,13 @@ class Bench:
             a[i:i + step] = rng.standard_normal((min(step, rows - i), columns))
         a.flush()
         del a
+        return path
+
+    def make_row_mask(self, name, rows, density=0.1):
+        """A bool .npy over `rows` rows, true at random with `density`."""
+        path = os.path.join(self.dir, name)
+        if not os.path.exists(path):
+            np.save(path, np.random.default_rng(11).random(rows) < density)
         return path
 
     def make_hdf5(self, name, matrix):
@@ -387,6 +406,7 @@ class Bench:
                           "the warm rows' limit (page faults, MADV_POPULATE_READ or pread into small buffers) runs "
                           "at the start")
         self.statistics(matrix, nbytes)
+        self.selections(nbytes)
         self.subset(nbytes)
         self.new_file(matrix, out, nbytes)
         self.vector_math(matrix, out, nbytes)
@@ -429,6 +449,94 @@ class Bench:
                           "numpy's two passes) against numpy's np.sum, np.mean, np.std, np.min, np.max on one memmap; "
                           + "; ".join(ratios))
 
+    def selections(self, nbytes):
+        """Issue 28's selection rows. Warm, the sum of the column X[:, 2] of an (N, 8) float64
+        file against the whole array's sum (GB/s of the file's bytes for both: the column
+        touches every page; goal >= 0.8x). Then a file 8x the cgroup of the larger-than-memory
+        row (or the largest /tmp holds): the peak resident memory of the column sum through
+        the C++ API (tests/memory/selection_sum, default options), oocrun and Python, of a
+        sum over a 10%-dense row mask and of copy of that masked selection, each in a 1 GiB
+        memory cgroup (goal <= 128 MiB); and the cold copy against the disk's read probe
+        (goal >= 0.8x)."""
+        matrix = self.make_matrix("matrix.npy", nbytes)
+        column = f"{matrix}[:, 2]"
+        row = self.measure("sum of X[:, 2] of (N, 8), warm, against the whole array's sum", nbytes,
+                           {"ooc": self.ooc("reduce", "sum", column), "sum": self.ooc("reduce", "sum", matrix),
+                            "numpy": self.peer("numpy", "column_sum", matrix)})
+        self.notes.append(f"column row: `oocrun reduce sum 'X.npy[:, 2]'` {self.fmt(row['ooc'])} GB/s of the file "
+                          f"against {self.fmt(row['sum'])} for `reduce sum X.npy` in the same row: "
+                          f"{row['ooc'] / row['sum']:.2f}x (goal >= 0.8x); numpy `a[:, 2].sum()` on a memmap")
+        if self.args.smoke:  # no cold rows, no cgroup: those need root
+            return
+        large = LARGER_THAN_MEMORY_BYTES if self.args.size in ("default", "large") else 4 * nbytes
+        free = shutil.disk_usage(self.dir).free
+        if free < 1.3 * large:  # the file, its masked copy (10%), and room for the others
+            large = int(free / 1.3) >> 30 << 30
+            self.notes.append(f"selection memory rows: {large >> 30} GiB file, the largest /tmp held "
+                              f"({free / 2**30:.0f} GiB free)")
+        if large < nbytes:
+            self.notes.append("selection memory rows skipped: no room in /tmp")
+            return
+        big = self.make_matrix("selections-large.npy", large)
+        rows = large // 64
+        mask = self.make_row_mask("rows10.npy", rows)
+        out = os.path.join(self.dir, "masked-copy.npy")
+        column, masked = f"{big}[:, 2]", f"{big}[@{mask}]"
+        selection_sum = os.path.join(os.path.dirname(self.oocrun), "tests", "selection_sum")
+        try:
+            commands = {}
+            if os.path.exists(selection_sum):
+                commands["C++ sum X[:, 2]"] = [selection_sum, column]
+                commands["C++ sum X[m]"] = [selection_sum, masked]
+            commands["oocrun sum X[:, 2]"] = self.ooc("reduce", "sum", column)
+            commands["oocrun sum X[m]"] = self.ooc("reduce", "sum", masked)
+            commands["oocrun copy X[m]"] = self.ooc("copy", masked, "-o", out)
+            if self.args.python_module:
+                commands["Python sum X[:, 2]"] = self.python("sum", column)
+                commands["Python sum X[m]"] = self.python("sum", masked)
+                commands["Python copy X[m]"] = self.python("copy", masked, out)
+            self.selection_memory(commands, large, out)
+            self.measure(f"copy of X[m], m a 10%-dense row mask, cold, (N, 8) float64", large,
+                         {"ooc": self.ooc("copy", masked, "-o", out), "limit": self.read_probe(big)},
+                         cold=True, prepare=lambda _: os.path.exists(out) and os.remove(out))
+            row = self.rows[-1]
+            self.notes.append(f"masked copy row: `oocrun copy 'X.npy[@rows10.npy]' -o OUT.npy` (the output durable), "
+                              f"GB/s of X's bytes: {row['ooc'] / row['limit']:.2f}x the O_DIRECT read probe "
+                              f"(goal >= 0.8x)")
+        finally:
+            for path in (big, mask, out):
+                if os.path.exists(path):
+                    os.remove(path)
+
+    def selection_memory(self, commands, nbytes, out):
+        """Each command, cold, in a memory cgroup of CGROUP_BYTES: its peak resident memory
+        (GNU time; the cgroup's own peak counts the page cache, which fills it whatever
+        reads) and its seconds, medians of the reps."""
+        try:
+            cgroup = MemoryGroup(CGROUP_BYTES, "ooc-bench")
+        except Unavailable as e:
+            self.notes.append(f"selection memory rows skipped: cannot create a memory cgroup ({e})")
+            return
+        said = []
+        try:
+            for label, cmd in commands.items():
+                peaks, seconds = [], []
+                for _ in range(max(1, self.args.reps)):
+                    if os.path.exists(out):
+                        os.remove(out)
+                    drop_caches()
+                    wall, peak = peak_process(cgroup.wrap(cmd))
+                    seconds.append(wall)
+                    peaks.append(peak)
+                said.append(f"{label} {max(peaks) / 2**20:.0f} MiB ({statistics.median(seconds):.1f} s)")
+                print(f"peak RSS, {nbytes >> 30} GiB file, {CGROUP_BYTES >> 30} GiB cgroup: {said[-1]}", flush=True)
+        finally:
+            cgroup.remove()
+        self.notes.append(f"selection memory (goal <= 128 MiB), a {nbytes >> 30} GiB (N, 8) float64 file, cold, each "
+                          f"run in a {CGROUP_BYTES >> 30} GiB memory cgroup, default tile size, the most of "
+                          f"{max(1, self.args.reps)} runs of peak RSS (GNU time) and the median seconds; m a 10%-dense "
+                          f"random row mask file (@rows10.npy), X[:, 2] the third column: " + ", ".join(said))
+
     def new_file(self, matrix, out, nbytes):
         self.measure("add-one into a new file, durable", nbytes,
                      {"ooc": self.ooc("apply", "add-one", matrix, "-o", out),
@@ -450,7 +558,13 @@ class Bench:
                           "the run resumable); `--no-journal` is numpy's guarantee")
 
     def only_io_rows(self, rows, nbytes):
-        """--only subset | new-file | in-place | statistics: those rows alone, with the probes they need."""
+        """--only subset | new-file | in-place | statistics | selections: those rows alone, with the probes they
+        need."""
+        if rows == "selections":
+            self.limits = {}
+            print(self.table().split("\n")[0], flush=True)
+            self.selections(nbytes)
+            return
         if rows == "statistics":
             self.limits = {}
             print(self.table().split("\n")[0], flush=True)
@@ -573,7 +687,8 @@ def main():
                         help="the folder holding ooc's Python package (build/python); adds its rows")
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     parser.add_argument("--keep", action="store_true", help="keep the data files")
-    parser.add_argument("--only", choices=["text", "compressed", "subset", "new-file", "in-place", "statistics"],
+    parser.add_argument("--only", choices=["text", "compressed", "subset", "new-file", "in-place", "statistics",
+                                           "selections"],
                         default=None,
                         help="run only these rows (text, compressed, statistics: no probes; subset: the warm read "
                              "probe of its file; new-file, in-place: their probes take turns in the rows)")
@@ -593,7 +708,7 @@ def main():
             bench.limits = {}
             print(bench.table().split("\n")[0], flush=True)
             bench.compressed(SIZES[args.size])
-        elif args.only in ("subset", "new-file", "in-place", "statistics"):
+        elif args.only in ("subset", "new-file", "in-place", "statistics", "selections"):
             bench.only_io_rows(args.only, SIZES[args.size])
         else:
             bench.run()

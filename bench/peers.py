@@ -41,6 +41,9 @@ def numpy_op(op, src, dst):
     if op == "sum":
         a = np.load(src, mmap_mode="r")
         return timed(lambda: float(a.sum()))
+    if op == "column_sum":
+        a = np.load(src, mmap_mode="r")
+        return timed(lambda: float(a[:, 2].sum()))
     if op == "mean_axis0":
         a = np.load(src, mmap_mode="r")
         return timed(lambda: a.mean(axis=0).tolist())
@@ -176,8 +179,10 @@ CALLS = 200  # calls per measurement of one call's overhead
 
 def python_op(op, src, dst):
     import ooc
-    if op == "sum":
+    if op == "sum":  # src may carry a selection: "X.npy[:, 2]", "X.npy[@m.npy]"
         return timed(lambda: float(ooc.sum(src)))
+    if op == "copy":
+        return timed(lambda: ooc.copy(src, out=dst) and None)
     if op in STATISTICS_AXES:  # ooc.reduce: the five statistics over one read
         return timed(lambda: [np.asarray(v).tolist() for v in ooc.reduce(src, STATISTICS,
                                                                         axis=STATISTICS_AXES[op]).values()])

@@ -11,6 +11,10 @@
 #   bench/run.sh --only statistics --reps 5
 #                           sum,mean,std,min,max in one oocrun reduce (whole array and axis 0)
 #                           against reduce sum alone and numpy's five calls
+#   bench/run.sh --only selections --reps 3
+#                           X[:, 2] against the whole-array sum (warm); peak RSS of the sum of X[:, 2]
+#                           (C++ API, oocrun, Python), of a masked sum and of a masked copy, an 8 GiB
+#                           file in a 1 GiB cgroup; the cold masked copy against the disk's read probe
 # Other options go to bench/bench.py (--dir DIR, --reps N, --out FILE, --keep, --only, --text-bytes).
 # Needs root for the cold rows (drop_caches) and the cgroup.
 set -euo pipefail

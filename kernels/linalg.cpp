@@ -15,6 +15,7 @@
 #include "ooc/error.hpp"
 #include "ooc/internal/pipeline.hpp"
 #include "ooc/linalg.hpp"
+#include "ooc/linalg_qr.hpp"
 
 #include <Eigen/Dense>
 #include <tbb/parallel_for.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <span>
 #include <string>
@@ -256,7 +258,10 @@ Moments moments(const MappedArray& x, const Layout& layout, const PipelineOption
   stream_chunks<double, Moments>(
       x, layout, options,
       [&](const auto& y, std::int64_t) {
-        MatrixXd centred = y.rowwise() - shift.transpose();
+        // In y's own storage order: a contiguous, vectorised copy, then the product's pass.
+        using Stored = Eigen::Matrix<double, Dynamic, Dynamic, std::decay_t<decltype(y)>::IsRowMajor ? Eigen::RowMajor : Eigen::ColMajor>;
+        thread_local Stored centred;
+        centred = y.rowwise() - shift.transpose();
         const Eigen::RowVectorXd mean = centred.colwise().sum() / static_cast<double>(y.rows());
         centred.rowwise() -= mean;
         Moments part{y.rows(), mean.transpose(), MatrixXd::Zero(m, m)};
@@ -451,31 +456,77 @@ DType linalg_dtype(const MappedArray& x) {
   return x.dtype().native() == dtype_of<float> ? dtype_of<float> : dtype_of<double>;
 }
 
-// The upper triangle (rows min(rows, cols)) of a Householder QR.
-MatrixXd r_factor(const MatrixXd& stacked) {
-  const Eigen::HouseholderQR<MatrixXd> qr(stacked);
-  const Eigen::Index rows = std::min(stacked.rows(), stacked.cols());
+// The upper triangle (rows min(rows, cols)) of a computed Householder QR.
+MatrixXd upper_factor(const Eigen::HouseholderQR<MatrixXd>& qr) {
+  const Eigen::Index rows = std::min(qr.matrixQR().rows(), qr.matrixQR().cols());
   return qr.matrixQR().topRows(rows).triangularView<Eigen::Upper>();
 }
 
-MatrixXd tsqr_r(const MappedArray& x, const PipelineOptions& options) {
-  const Layout layout = layout_of(x, false);
-  const std::int64_t m = layout.variables;
-  MatrixXd total(0, m);
+MatrixXd r_factor(const MatrixXd& stacked) { return upper_factor(Eigen::HouseholderQR<MatrixXd>(stacked)); }
+
+// The R of a chunk of rows, factored in this thread's own HouseholderQR, whose storage
+// is reused from chunk to chunk (a chunk is hundreds of KB: a fresh allocation each time
+// costs page faults). The same bits as r_factor.
+template <class Chunk>
+MatrixXd chunk_r_factor(const Chunk& chunk) {
+  thread_local Eigen::HouseholderQR<MatrixXd> qr;
+  qr.compute(chunk);
+  return upper_factor(qr);
+}
+
+// One step of the TSQR fold: the R of [total; part] (part alone for the first chunk).
+MatrixXd fold_step(MatrixXd&& total, MatrixXd&& part) {
+  if (total.rows() == 0) return std::move(part);
+  MatrixXd stacked(total.rows() + part.rows(), total.cols());
+  stacked << total, part;
+  return r_factor(stacked);
+}
+
+// The fold's running R before every `group_chunks`-th chunk, recorded by the first pass:
+// the second pass restarts the fold there, last group first.
+struct Checkpoints {
+  std::int64_t group_chunks = 1;
+  std::vector<MatrixXd> totals;
+};
+
+// Chunks per checkpoint group: about a tile of float64 rows. Only memory depends on it.
+std::int64_t group_chunks_for(const Layout& layout, const PipelineOptions& options) {
+  const auto chunk_bytes = static_cast<std::uint64_t>(chunk_rows(layout.variables) * std::max<std::int64_t>(layout.variables, 1)) * sizeof(double);
+  return static_cast<std::int64_t>(std::max<std::uint64_t>(1, options.tile_bytes / chunk_bytes));
+}
+
+// The TSQR R of x, its rows' signs as the fold leaves them.
+MatrixXd tsqr_raw(const MappedArray& x, const Layout& layout, const PipelineOptions& options,
+                  Checkpoints* checkpoints = nullptr) {
+  MatrixXd total(0, layout.variables);
+  std::int64_t chunk = 0;
   stream_chunks<double, MatrixXd>(
-      x, layout, options, [](const auto& y, std::int64_t) { return r_factor(MatrixXd(y)); },
+      x, layout, options, [](const auto& y, std::int64_t) { return chunk_r_factor(y); },
       [&](MatrixXd&& part) {
-        if (total.rows() == 0) {
-          total = std::move(part);
-          return;
-        }
-        MatrixXd stacked(total.rows() + part.rows(), m);
-        stacked << total, part;
-        total = r_factor(stacked);
+        if (checkpoints != nullptr && chunk % checkpoints->group_chunks == 0) checkpoints->totals.push_back(total);
+        ++chunk;
+        total = fold_step(std::move(total), std::move(part));
       });
-  for (Eigen::Index i = 0; i < total.rows(); ++i)
-    if (total(i, i) < 0) total.row(i) *= -1;
   return total;
+}
+
+// ±1 per row of a raw R, so that diag(signs) R has a non-negative diagonal.
+// numpy's LinAlgError for the SVD of data holding NaN or inf (LAPACK's does not converge;
+// Eigen's would return numbers).
+void check_finite(const MappedArray& x, const MatrixXd& r, const char* problem) {
+  if (!r.allFinite()) throw Error(x.path(), problem, ErrorKind::value);
+}
+
+VectorXd diagonal_signs(const MatrixXd& raw) {
+  VectorXd signs = VectorXd::Ones(raw.rows());
+  for (Eigen::Index i = 0; i < raw.rows(); ++i)
+    if (raw(i, i) < 0) signs(i) = -1;
+  return signs;
+}
+
+MatrixXd tsqr_r(const MappedArray& x, const PipelineOptions& options) {
+  const MatrixXd raw = tsqr_raw(x, layout_of(x, false), options);
+  return diagonal_signs(raw).asDiagonal() * raw;
 }
 
 }  // namespace
@@ -491,9 +542,9 @@ Matrix qr_r(const MappedArray& x, const PipelineOptions& options) {
 Matrix singular_values(const MappedArray& x, const PipelineOptions& options) {
   Matrix result;
   result.dtype = linalg_dtype(x);
-  if (x.size() == 0) throw UsageError(x.path(), "Arrays cannot be empty");
   const MatrixXd r = tsqr_r(x, options);
-  const VectorXd s = Eigen::JacobiSVD<MatrixXd>(r).singularValues();
+  check_finite(x, r, "SVD did not converge");
+  const VectorXd s = r.size() == 0 ? VectorXd(0) : VectorXd(Eigen::JacobiSVD<MatrixXd>(r).singularValues());
   result.values = rounded_to(MatrixXd(s.transpose()), result.dtype);
   result.shape = {s.size()};
   return result;
@@ -501,32 +552,53 @@ Matrix singular_values(const MappedArray& x, const PipelineOptions& options) {
 
 namespace {
 
-// Reads observations [begin, begin + count) of `a`, laid out as `layout`, as float64 into
-// the columns of the column-major `into` (leading dimension `stride`).
-void read_observations(const MappedArray& a, const Layout& layout, std::int64_t begin, std::int64_t count,
-                       double* into, std::int64_t stride, const PipelineOptions& options) {
+// Reads observations [begin, begin + count) of `a`, laid out as `layout`, into `raw` as
+// stored (the array's dtype and byte order): observation by observation, or variable by
+// variable (each variable's `count` observations together). `raw` only grows, so a
+// buffer reused across batches is allocated (and its pages faulted in) once.
+void read_batch(const MappedArray& a, const Layout& layout, std::int64_t begin, std::int64_t count,
+                std::vector<std::byte>& raw, const PipelineOptions& options) {
   const std::int64_t m = layout.variables;
   const auto item = static_cast<std::size_t>(a.dtype().itemsize());
-  std::vector<std::byte> raw;
+  const std::size_t bytes = static_cast<std::size_t>(count * m) * item;
+  if (raw.size() < bytes) raw.resize(bytes);
   if (layout.observation_major) {
-    raw.resize(static_cast<std::size_t>(count * m) * item);
-    read(a, ElementRange{begin * m, (begin + count) * m}, raw, options);
-    std::vector<double> values(static_cast<std::size_t>(count * m));
-    convert(a.dtype(), raw.data(), dtype_of<double>, values.data(), count * m);
-    for (std::int64_t o = 0; o < count; ++o)
-      for (std::int64_t v = 0; v < m; ++v) into[v * stride + o] = values[static_cast<std::size_t>(o * m + v)];
+    read(a, ElementRange{begin * m, (begin + count) * m}, std::span<std::byte>(raw.data(), bytes), options);
     return;
   }
-  raw.resize(static_cast<std::size_t>(count) * item);
   for (std::int64_t v = 0; v < m; ++v) {
     const std::int64_t at = v * layout.observations + begin;
-    read(a, ElementRange{at, at + count}, raw, options);
-    convert(a.dtype(), raw.data(), dtype_of<double>, into + v * stride, count);
+    read(a, ElementRange{at, at + count},
+         std::span<std::byte>(raw.data() + static_cast<std::size_t>(v * count) * item, static_cast<std::size_t>(count) * item),
+         options);
   }
 }
 
+// Observations [first, first + rows) of a batch of `count` that read_batch read, as
+// float64, into the columns [column, column + M) of `into` (rows x at least that).
+void unpack(const std::vector<std::byte>& raw, DType dtype, const Layout& layout, std::int64_t count,
+            std::int64_t first, std::int64_t rows, MatrixXd& into, std::int64_t column) {
+  const std::int64_t m = layout.variables;
+  const auto item = static_cast<std::size_t>(dtype.itemsize());
+  if (layout.observation_major) {
+    const std::byte* at = raw.data() + static_cast<std::size_t>(first * m) * item;
+    if (dtype == dtype_of<double> && reinterpret_cast<std::uintptr_t>(at) % alignof(double) == 0) {
+      into.middleCols(column, m) = Eigen::Map<const RowMajor<double>>(reinterpret_cast<const double*>(at), rows, m);
+      return;
+    }
+    thread_local std::vector<double> values;
+    convert_into<double>(dtype, at, values, rows * m);
+    into.middleCols(column, m) = Eigen::Map<const RowMajor<double>>(values.data(), rows, m);
+    return;
+  }
+  for (std::int64_t v = 0; v < m; ++v)
+    convert(dtype, raw.data() + static_cast<std::size_t>(v * count + first) * item, dtype_of<double>,
+            into.col(column + v).data(), rows);
+}
+
 // The TSQR R of [x y] (rows min(N, M + K)), x and y read side by side in batches of
-// whole chunks, the chunks' R factors folded in chunk order.
+// whole chunks, each chunk unpacked and factored on any thread, the chunks' R factors
+// folded in chunk order.
 MatrixXd tsqr_r_beside(const MappedArray& x, const Layout& xl, const MappedArray& y, const Layout& yl,
                        const PipelineOptions& options) {
   const std::int64_t n = xl.observations, columns = xl.variables + yl.variables;
@@ -539,23 +611,24 @@ MatrixXd tsqr_r_beside(const MappedArray& x, const Layout& xl, const MappedArray
   read_options.tiles = TileRange{};
   const int threads = detail::resolve_threads(options.threads);
   MatrixXd total(0, columns);
-  MatrixXd values(std::min(batch, n), columns);
+  std::vector<std::byte> raw_x, raw_y;
   for (std::int64_t begin = 0; begin < n; begin += batch) {
     const std::int64_t size = std::min(batch, n - begin);
-    read_observations(x, xl, begin, size, values.data(), values.rows(), read_options);
-    read_observations(y, yl, begin, size, values.data() + xl.variables * values.rows(), values.rows(), read_options);
+    read_batch(x, xl, begin, size, raw_x, read_options);
+    read_batch(y, yl, begin, size, raw_y, read_options);
     const std::int64_t chunks = (size + k - 1) / k;
     std::vector<MatrixXd> parts(static_cast<std::size_t>(chunks));
     detail::run_in_arena(threads, [&] {
       tbb::parallel_for(std::int64_t{0}, chunks, [&](std::int64_t c) {
-        parts[static_cast<std::size_t>(c)] = r_factor(values.middleRows(c * k, std::min(k, size - c * k)));
+        const std::int64_t rows = std::min(k, size - c * k);
+        thread_local MatrixXd chunk;
+        chunk.resize(rows, columns);
+        unpack(raw_x, x.dtype(), xl, size, c * k, rows, chunk, 0);
+        unpack(raw_y, y.dtype(), yl, size, c * k, rows, chunk, xl.variables);
+        parts[static_cast<std::size_t>(c)] = chunk_r_factor(chunk);
       });
     });
-    for (MatrixXd& part : parts) {
-      MatrixXd stacked(total.rows() + part.rows(), columns);
-      stacked << total, part;
-      total = total.rows() == 0 ? std::move(part) : r_factor(stacked);
-    }
+    for (MatrixXd& part : parts) total = fold_step(std::move(total), std::move(part));
     if (options.cancel != nullptr && options.cancel->load()) throw Cancelled(x.path(), "cancelled");
   }
   return total;
@@ -579,6 +652,7 @@ LeastSquares lstsq(const MappedArray& x, const MappedArray& y, std::optional<dou
   MatrixXd r_aug = MatrixXd::Zero(m + k, m + k);
   if (n > 0 && m + k > 0) {
     const MatrixXd r = tsqr_r_beside(x, xl, y, yl, options);
+    check_finite(x, r.leftCols(m), "SVD did not converge in Linear Least Squares");  // NaN in y alone: NaN b, as numpy's
     r_aug.topRows(r.rows()) = r;
   }
   const MatrixXd r = r_aug.topLeftCorner(m, m);
@@ -611,6 +685,201 @@ LeastSquares lstsq(const MappedArray& x, const MappedArray& y, std::optional<dou
   result.singular_values.values = rounded_to(MatrixXd(s.head(kept).transpose()), dtype);
   result.singular_values.shape = {kept};
   return result;
+}
+
+namespace {
+
+// The second TSQR pass: writes the rows of Q_raw · last into `out` (N x last.cols(), C
+// order, `dtype`), Q_raw the thin Q with Q_raw R_raw = x of the fold that `checkpoints`
+// recorded. Groups of chunks are read last to first; each group's chunk QRs and fold
+// steps are recomputed (the same inputs, so the same bits as the first pass). A fold
+// step [T; R_c] = [A_c; B_c] T' gives x's chunk c the rows Q_c B_c P_{c+1}, where
+// P_{c+1} = A_{c+1} ... A_{C-1} last is built backwards, one chunk at a time: the bits
+// depend on neither the group size nor the thread count.
+void write_q(const MappedArray& x, const Layout& layout, const Checkpoints& checkpoints, const MatrixXd& last,
+             DType dtype, std::span<std::byte> out, const PipelineOptions& options) {
+  const std::int64_t n = layout.observations, m = layout.variables, width = last.cols();
+  if (n == 0 || m == 0 || width == 0) return;
+  const std::int64_t k = chunk_rows(m);
+  const std::int64_t group_rows = checkpoints.group_chunks * k;
+  const auto item = static_cast<std::size_t>(dtype.itemsize());
+  PipelineOptions read_options = options;
+  read_options.on_progress = nullptr;
+  read_options.tiles = TileRange{};
+  const int threads = detail::resolve_threads(options.threads);
+  Progress progress;
+  progress.elements = n * m;
+  std::vector<std::byte> raw;
+  std::vector<Eigen::HouseholderQR<MatrixXd>> chunk_qr;
+  MatrixXd after = last;  // P_{c+1}: the fold's R after chunk c, in terms of the final R's rows
+  const auto groups = static_cast<std::int64_t>(checkpoints.totals.size());
+  for (std::int64_t g = groups - 1; g >= 0; --g) {
+    const std::int64_t begin = g * group_rows, size = std::min(group_rows, n - begin);
+    read_batch(x, layout, begin, size, raw, read_options);
+    const std::int64_t chunks = (size + k - 1) / k;
+    auto rows_of = [&](std::int64_t c) { return std::min(k, size - c * k); };
+    chunk_qr.resize(static_cast<std::size_t>(chunks));  // kept across groups: storage reused
+    detail::run_in_arena(threads, [&] {
+      tbb::parallel_for(std::int64_t{0}, chunks, [&](std::int64_t c) {
+        thread_local MatrixXd chunk;
+        chunk.resize(rows_of(c), m);
+        unpack(raw, x.dtype(), layout, size, c * k, rows_of(c), chunk, 0);
+        chunk_qr[static_cast<std::size_t>(c)].compute(chunk);
+      });
+    });
+    // The fold again from the group's checkpoint, keeping each step's thin Q in two parts.
+    std::vector<MatrixXd> above(static_cast<std::size_t>(chunks)), below(static_cast<std::size_t>(chunks));
+    MatrixXd total = checkpoints.totals[static_cast<std::size_t>(g)];
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      MatrixXd part = upper_factor(chunk_qr[static_cast<std::size_t>(c)]);
+      if (total.rows() == 0) {  // x's first chunk: its R is the fold's first total
+        total = std::move(part);
+        continue;
+      }
+      MatrixXd stacked(total.rows() + part.rows(), m);
+      stacked << total, part;
+      const Eigen::HouseholderQR<MatrixXd> step(stacked);
+      const Eigen::Index rows = std::min(stacked.rows(), stacked.cols());
+      const MatrixXd thin = step.householderQ() * MatrixXd::Identity(stacked.rows(), rows);
+      above[static_cast<std::size_t>(c)] = thin.topRows(total.rows());
+      below[static_cast<std::size_t>(c)] = thin.bottomRows(part.rows());
+      total = upper_factor(step);
+    }
+    std::vector<MatrixXd> factor(static_cast<std::size_t>(chunks));
+    for (std::int64_t c = chunks - 1; c >= 0; --c) {
+      const auto i = static_cast<std::size_t>(c);
+      if (g == 0 && c == 0) {
+        factor[i] = after;
+      } else {
+        factor[i] = below[i] * after;
+        after = above[i] * after;
+      }
+    }
+    detail::run_in_arena(threads, [&] {
+      tbb::parallel_for(std::int64_t{0}, chunks, [&](std::int64_t c) {
+        const auto i = static_cast<std::size_t>(c);
+        MatrixXd rows = MatrixXd::Zero(rows_of(c), width);
+        rows.topRows(factor[i].rows()) = factor[i];
+        rows.applyOnTheLeft(chunk_qr[i].householderQ());
+        const RowMajor<double> by_rows = rows;
+        convert(dtype_of<double>, by_rows.data(), dtype,
+                out.data() + static_cast<std::size_t>((begin + c * k) * width) * item, by_rows.size());
+      });
+    });
+    if (options.cancel != nullptr && options.cancel->load()) throw Cancelled(x.path(), "cancelled");
+    progress.elements_done += size * m;
+    if (options.on_progress) options.on_progress(progress);
+  }
+}
+
+// The first pass: R_raw and the fold's checkpoints.
+struct Factored {
+  Layout layout;
+  Checkpoints checkpoints;
+  MatrixXd raw;
+  VectorXd signs;  ///< R = diag(signs) R_raw has a non-negative diagonal
+};
+
+Factored factor_once(const MappedArray& x, const PipelineOptions& options) {
+  Factored f;
+  f.layout = layout_of(x, false);
+  f.checkpoints.group_chunks = group_chunks_for(f.layout, options);
+  f.raw = tsqr_raw(x, f.layout, options, &f.checkpoints);
+  f.signs = diagonal_signs(f.raw);
+  return f;
+}
+
+void check_output_size(const MappedArray& x, std::span<std::byte> out, const char* what) {
+  const Shape shape = q_shape(x);
+  const auto bytes = static_cast<std::size_t>(shape[0] * shape[1]) * static_cast<std::size_t>(linalg_dtype(x).itemsize());
+  if (out.size() != bytes)
+    throw UsageError(x.path(), std::string(what) + ": an output of " + std::to_string(out.size()) + " bytes for " +
+                                   std::to_string(shape[0] * shape[1]) + " elements of " + linalg_dtype(x).name());
+}
+
+// s and Vt of R = diag(signs) R_raw, and U_R in `u_r` when asked.
+SingularValueDecomposition small_svd(const MappedArray& x, const Factored& f, DType dtype, MatrixXd* u_r) {
+  const MatrixXd r = f.signs.asDiagonal() * f.raw;
+  check_finite(x, r, "SVD did not converge");
+  SingularValueDecomposition result;
+  result.s.dtype = result.vt.dtype = dtype;
+  MatrixXd s(1, r.rows()), vt(r.rows(), r.cols());
+  if (r.size() != 0) {
+    const Eigen::JacobiSVD<MatrixXd> svd(r, Eigen::ComputeThinU | Eigen::ComputeThinV);
+    s = svd.singularValues().transpose();
+    vt = svd.matrixV().transpose();
+    if (u_r != nullptr) *u_r = svd.matrixU();
+  } else if (u_r != nullptr) {
+    *u_r = MatrixXd::Identity(r.rows(), r.rows());
+  }
+  result.s.values = rounded_to(s, dtype);
+  result.s.shape = {s.cols()};
+  result.vt.values = rounded_to(vt, dtype);
+  result.vt.shape = {vt.rows(), vt.cols()};
+  return result;
+}
+
+// Creates `path`, runs `write` into it, and commits it unless cancelled.
+template <class Write>
+auto into_new_file(const MappedArray& x, const std::string& path, bool overwrite, const PipelineOptions& options,
+                   Write&& write) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(x.path(), path, ec)) throw UsageError(path, "output is an input file");
+  MappedArray file = create_array(path, linalg_dtype(x), q_shape(x), Order::c, overwrite);
+  auto result = write(file.writable_bytes());
+  if (options.cancel != nullptr && options.cancel->load()) throw Cancelled(path, "cancelled; no output written");
+  file.commit();
+  return result;
+}
+
+}  // namespace
+
+Shape q_shape(const MappedArray& x) {
+  linalg_dtype(x);
+  const std::int64_t n = x.shape()[0], m = x.shape()[1];
+  return {n, std::min(n, m)};
+}
+
+DType factor_dtype(const MappedArray& x) { return linalg_dtype(x); }
+
+Matrix qr(const MappedArray& x, std::span<std::byte> q, const PipelineOptions& options) {
+  check_output_size(x, q, "qr");
+  Matrix result;
+  result.dtype = linalg_dtype(x);
+  const Factored f = factor_once(x, options);
+  write_q(x, f.layout, f.checkpoints, MatrixXd(f.signs.asDiagonal()), result.dtype, q, options);
+  result.values = rounded_to(f.signs.asDiagonal() * f.raw, result.dtype);
+  result.shape = {result.values.rows(), result.values.cols()};
+  return result;
+}
+
+Matrix qr(const MappedArray& x, const std::string& q_path, bool overwrite, const PipelineOptions& options) {
+  return into_new_file(x, q_path, overwrite, options, [&](std::span<std::byte> q) { return qr(x, q, options); });
+}
+
+SingularValueDecomposition svd(const MappedArray& x, const PipelineOptions& options) {
+  const DType dtype = linalg_dtype(x);
+  Factored f;
+  f.layout = layout_of(x, false);
+  f.raw = tsqr_raw(x, f.layout, options);
+  f.signs = diagonal_signs(f.raw);
+  return small_svd(x, f, dtype, nullptr);
+}
+
+SingularValueDecomposition svd(const MappedArray& x, std::span<std::byte> u, const PipelineOptions& options) {
+  check_output_size(x, u, "svd");
+  const DType dtype = linalg_dtype(x);
+  const Factored f = factor_once(x, options);
+  MatrixXd u_r;
+  SingularValueDecomposition result = small_svd(x, f, dtype, &u_r);
+  // X = Q_raw R_raw = (Q_raw diag(signs)) (U_R S Vt): U = Q_raw (diag(signs) U_R).
+  write_q(x, f.layout, f.checkpoints, f.signs.asDiagonal() * u_r, dtype, u, options);
+  return result;
+}
+
+SingularValueDecomposition svd(const MappedArray& x, const std::string& u_path, bool overwrite,
+                               const PipelineOptions& options) {
+  return into_new_file(x, u_path, overwrite, options, [&](std::span<std::byte> u) { return svd(x, u, options); });
 }
 
 }  // namespace ooc::linalg

@@ -7,9 +7,12 @@
 // the run stops at the next tile, an uncommitted output's temporary is removed, and
 // KeyboardInterrupt is raised once the worker has unwound.
 
+#include "ooc/zarr.hpp"
 #include "ooc/runtime.hpp"
 #include "ooc/blocks.hpp"
 #include "ooc/ooc.hpp"
+#include "ooc/order.hpp"
+#include "ooc/linalg_qr.hpp"
 #include "ooc/text.hpp"
 
 #include <pybind11/numpy.h>
@@ -333,6 +336,48 @@ void commit_unless_cancelled(ooc::MappedArray& out, const Run& run) {
   out.commit();
 }
 
+// np.quantile / np.median and their nan forms (ooc::quantile): (values of shape (len(q),) +
+// the reduced shape, or the reduced shape for a median; slices all NaN; slices empty;
+// reads of the array).
+py::tuple quantile(const Source& source, const std::vector<double>& q, bool scalar_q, const std::string& method,
+                   bool median, bool skip_nan, std::optional<int> axis, std::uint64_t memory_budget, const CallOptions& call,
+                   const py::object& progress) {
+  ooc::QuantileSpec spec;
+  spec.q = q;
+  spec.scalar_q = scalar_q;
+  spec.method = ooc::parse_quantile_method(method);
+  spec.median = median;
+  spec.skip_nan = skip_nan;
+  if (memory_budget > 0) spec.memory_budget = memory_budget;
+  ooc::QuantileResult result;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    result = ooc::quantile(a, spec, axis, options);
+  });
+  py::array values = new_array(result.dtype, result.shape, ooc::Order::c);
+  if (!result.bytes.empty()) std::memcpy(values.mutable_data(), result.bytes.data(), result.bytes.size());
+  return py::make_tuple(values, result.all_nan_slices, result.empty_slices, result.passes);
+}
+
+// np.unique(a, return_counts=True) (ooc::unique): (values, counts, reads of the array).
+py::tuple unique(const Source& source, std::uint64_t memory_budget, const CallOptions& call, const py::object& progress) {
+  ooc::UniqueResult result;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    result = memory_budget > 0 ? ooc::unique(a, memory_budget, options) : ooc::unique(a, std::uint64_t{256} << 20, options);
+  });
+  const auto distinct = static_cast<std::int64_t>(result.counts.size());
+  py::array values = new_array(result.dtype, {distinct}, ooc::Order::c);
+  if (!result.values.empty()) std::memcpy(values.mutable_data(), result.values.data(), result.values.size());
+  py::array_t<std::int64_t> counts(distinct);
+  if (distinct > 0) std::memcpy(counts.mutable_data(), result.counts.data(), result.counts.size() * sizeof(std::int64_t));
+  return py::make_tuple(values, counts, result.passes);
+}
+
 py::dict info(const Source& source) {
   ooc::ArrayInfo information;
   std::string path;
@@ -578,13 +623,15 @@ void copy(const Source& source, const std::string& out, bool overwrite, const st
     prepare_input(a, options);
     const auto op = ooc::kernels::ElementwiseOp::parse("cast:" + a.dtype().descr());
     write_output(out, [&] {
-      if (how && !ooc::ArrayPath::parse(out).in_hdf5())
-        throw ooc::UsageError(out, "chunks=, compression= and shuffle= make HDF5 datasets: name the output "
-                                   "FILE.h5:/dataset");
-      if (how && a.order() == ooc::Order::fortran && a.ndim() > 1)
+      const bool zarr = ooc::is_zarr(out);
+      if (how && !zarr && !ooc::ArrayPath::parse(out).in_hdf5())
+        throw ooc::UsageError(out, "chunks=, compression= and shuffle= make HDF5 datasets or Zarr arrays: name the "
+                                   "output FILE.h5:/dataset or OUT.zarr");
+      if (how && !zarr && a.order() == ooc::Order::fortran && a.ndim() > 1)
         throw ooc::UsageError(out, "HDF5 datasets are stored in C order; a Fortran-order array cannot be written to one");
-      ooc::MappedArray file = how ? ooc::create_compressed(out, a.dtype(), a.shape(), *how, overwrite)
-                                  : ooc::create_array(out, a.dtype(), a.shape(), a.order(), overwrite);
+      ooc::MappedArray file = how && zarr ? ooc::create_zarr(out, a.dtype(), a.shape(), a.order(), *how)
+                              : how       ? ooc::create_compressed(out, a.dtype(), a.shape(), *how, overwrite)
+                                          : ooc::create_array(out, a.dtype(), a.shape(), a.order(), overwrite);
       op.apply(a, file, options);
       commit_unless_cancelled(file, run);
     });
@@ -1011,6 +1058,63 @@ py::tuple lstsq(const Source& x_source, const Source& y_source, const std::optio
   return py::make_tuple(array(fit->solution), array(fit->residuals), fit->rank, array(fit->singular_values));
 }
 
+// np.linalg.qr(mode='reduced')'s (Q, R) and np.linalg.svd(full_matrices=False)'s (U, s, Vt)
+// (ooc::linalg::qr/svd, as oocrun linalg qr|svd -o): Q or U a new numpy array (refused
+// with MemoryError when it cannot fit) or, with `out`, written to that file (None in its
+// place). `op` is "qr" or "svd".
+py::tuple factor(const Source& source, const std::string& op, const std::optional<std::string>& out, bool overwrite,
+                 const CallOptions& call, const py::object& progress) {
+  ooc::Shape shape;
+  ooc::DType dtype = ooc::dtype_of<double>;
+  {
+    py::gil_scoped_release nogil;
+    const ooc::MappedArray a = open_source(source);
+    shape = ooc::linalg::q_shape(a);
+    dtype = ooc::linalg::factor_dtype(a);
+  }
+  py::object q = py::none();
+  std::byte* into = nullptr;
+  if (!out) {
+    const std::int64_t bytes = ooc::byte_count(shape, dtype.itemsize()).value_or(-1);
+    require_memory(static_cast<std::uint64_t>(bytes), op == "qr" ? "Q" : "U");
+    py::array values = new_array(dtype, shape, ooc::Order::c);
+    into = static_cast<std::byte*>(values.mutable_data());
+    q = values;
+  }
+  ooc::linalg::Matrix r;
+  ooc::linalg::SingularValueDecomposition svd;
+  run_watched(progress, [&](Run& run) {
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    auto compute = [&](std::span<std::byte> into_q) {
+      if (op == "qr") {
+        r = ooc::linalg::qr(a, into_q, options);
+      } else {
+        svd = ooc::linalg::svd(a, into_q, options);
+      }
+    };
+    if (!out) {
+      compute(std::span<std::byte>(into, static_cast<std::size_t>(*ooc::element_count(shape)) * dtype.itemsize()));
+      return;
+    }
+    check_not_input(source.path, *out);
+    write_output(*out, [&] {
+      ooc::MappedArray file = ooc::create_array(*out, dtype, shape, ooc::Order::c, overwrite);
+      compute(file.writable_bytes());
+      commit_unless_cancelled(file, run);
+    });
+  });
+  auto array = [](const ooc::linalg::Matrix& m) {
+    const std::vector<std::byte> bytes = m.bytes();
+    py::array values = new_array(m.dtype, m.shape, ooc::Order::c);
+    if (!bytes.empty()) std::memcpy(values.mutable_data(), bytes.data(), bytes.size());
+    return values;
+  };
+  if (op == "qr") return py::make_tuple(q, array(r));
+  return py::make_tuple(q, array(svd.s), array(svd.vt));
+}
+
 std::string one_line(std::string text) {
   for (char& c : text)
     if (c == '\n' || c == '\r') c = ' ';
@@ -1018,8 +1122,10 @@ std::string one_line(std::string text) {
 }
 
 // Raises `type` with the one-line message, its `kind` attribute the Error's kind's name.
+// An index error's message is numpy's words alone, as numpy's IndexError says them.
 void raise(PyObject* type, const ooc::Error& e) {
-  const std::string message = one_line(e.what());
+  const auto* index_error = dynamic_cast<const ooc::IndexError*>(&e);
+  const std::string message = one_line(index_error ? index_error->numpy_text() : e.what());
   PyObject* value = PyObject_CallFunction(type, "s", message.c_str());
   if (value == nullptr) return;  // the call's own exception stands
   if (PyObject_SetAttrString(value, "kind", py::str(ooc::kind_name(e.kind())).ptr()) != 0) PyErr_Clear();
@@ -1047,6 +1153,7 @@ PYBIND11_MODULE(_ooc, m) {
       switch (e.kind()) {
         case ooc::ErrorKind::cancelled: type = PyExc_KeyboardInterrupt; break;
         case ooc::ErrorKind::usage: case ooc::ErrorKind::value: type = PyExc_ValueError; break;
+        case ooc::ErrorKind::index: type = PyExc_IndexError; break;
         case ooc::ErrorKind::not_found: type = PyExc_FileNotFoundError; break;
         case ooc::ErrorKind::permission: type = PyExc_PermissionError; break;
         case ooc::ErrorKind::out_of_memory: type = PyExc_MemoryError; break;
@@ -1079,6 +1186,9 @@ PYBIND11_MODULE(_ooc, m) {
         py::arg("out"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("reduce_together", &reduce_together, py::arg("source"), py::arg("ops"), py::arg("ddof"), py::arg("bins"),
         py::arg("range"), py::arg("axis"), py::arg("options"), py::arg("progress"));
+  m.def("quantile", &quantile, py::arg("source"), py::arg("q"), py::arg("scalar_q"), py::arg("method"), py::arg("median"),
+        py::arg("skip_nan"), py::arg("axis"), py::arg("memory_budget"), py::arg("options"), py::arg("progress"));
+  m.def("unique", &unique, py::arg("source"), py::arg("memory_budget"), py::arg("options"), py::arg("progress"));
   m.def("histogram", &histogram, py::arg("source"), py::arg("bins"), py::arg("range"), py::arg("options"),
         py::arg("progress"));
   m.def("apply", &apply, py::arg("op"), py::arg("source"), py::arg("out"), py::arg("inplace"), py::arg("journal"),
@@ -1094,6 +1204,8 @@ PYBIND11_MODULE(_ooc, m) {
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("read", &read_array, py::arg("source"), py::arg("options"), py::arg("progress"));
   m.def("matmul", &matmul, py::arg("source"), py::arg("w"), py::arg("out"), py::arg("overwrite"), py::arg("options"),
+        py::arg("progress"));
+  m.def("factor", &factor, py::arg("source"), py::arg("op"), py::arg("out"), py::arg("overwrite"), py::arg("options"),
         py::arg("progress"));
   m.def("lstsq", &lstsq, py::arg("x"), py::arg("y"), py::arg("rcond"), py::arg("options"), py::arg("progress"));
   m.def("linalg", &linalg, py::arg("source"), py::arg("op"), py::arg("rowvar"), py::arg("bias"), py::arg("ddof"),

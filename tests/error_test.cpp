@@ -44,6 +44,12 @@ TEST_CASE("a UsageError's kind is usage and a Cancelled's cancelled") {
   CHECK(ooc::UsageError("bad").kind() == ErrorKind::usage);
   CHECK(ooc::UsageError("f", "bad", "fmt").option() == "fmt");
   CHECK(ooc::Cancelled("f", "cancelled").kind() == ErrorKind::cancelled);
+  const ooc::IndexError index("x.npy", "selection [9]: index 9 is out of bounds for axis 0 with size 9",
+                              "index 9 is out of bounds for axis 0 with size 9");
+  CHECK(index.kind() == ErrorKind::index);
+  CHECK(index.numpy_text() == "index 9 is out of bounds for axis 0 with size 9");
+  CHECK(std::string(index.what()) == "x.npy: selection [9]: index 9 is out of bounds for axis 0 with size 9");
+  CHECK(std::string(ooc::kind_name(ErrorKind::index)) == "index");
 }
 
 TEST_CASE("errno values give their kinds") {

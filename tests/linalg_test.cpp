@@ -1,4 +1,5 @@
 #include "ooc/ooc.hpp"
+#include "ooc/linalg_qr.hpp"
 
 #include "test_support.hpp"
 
@@ -217,6 +218,43 @@ TEST_CASE("TSQR: R with a non-negative diagonal whose Rᵀ R is the gram; singul
   const Eigen::VectorXd s = ooc::linalg::singular_values(x).values.row(0);
   const Eigen::VectorXd eigen = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(g).eigenvalues().reverse();
   CHECK(max_error(s.array().square().matrix(), eigen) < 1e-10);
+}
+
+TEST_CASE("TSQR's second pass: Q (to memory or a file) and U, orthonormal, Q R = X, the same bits") {
+  ScratchDir dir;
+  const std::int64_t n = 30000, m = 5;
+  const auto v = sample(n, m, 1e3, 8);
+  Eigen::MatrixXd want(n, m);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < m; ++j) want(i, j) = v[static_cast<std::size_t>(i * m + j)];
+  const auto x = make_matrix(dir.file("x.npy"), v, n, m, ooc::Order::c);
+  CHECK(ooc::linalg::q_shape(x) == ooc::Shape{n, m});
+  CHECK(ooc::linalg::factor_dtype(x) == ooc::dtype_of<double>);
+  Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> q(n, m), again(n, m);
+  const auto bytes = [](auto& matrix) {
+    return std::span<std::byte>(reinterpret_cast<std::byte*>(matrix.data()), sizeof(double) * matrix.size());
+  };
+  const auto r = ooc::linalg::qr(x, bytes(q), with(1, 64 << 10));
+  CHECK(same_bits(r.values, ooc::linalg::qr_r(x).values));
+  CHECK((Eigen::MatrixXd(q.transpose() * q) - Eigen::MatrixXd::Identity(m, m)).cwiseAbs().maxCoeff() < 1e-13);
+  CHECK((q * r.values - want).norm() / want.norm() < 1e-14);
+  ooc::linalg::qr(x, bytes(again), with(3, 1 << 20));
+  CHECK(std::memcmp(q.data(), again.data(), sizeof(double) * q.size()) == 0);
+  ooc::linalg::qr(x, dir.file("q.npy"));
+  const auto file = ooc::map_file(dir.file("q.npy"));
+  CHECK(file.shape() == ooc::Shape{n, m});
+  CHECK(std::memcmp(file.bytes().data(), q.data(), sizeof(double) * q.size()) == 0);
+  const auto svd = ooc::linalg::svd(x, bytes(again), with(2, 256 << 10));
+  const Eigen::VectorXd s = svd.s.values.row(0);
+  CHECK(same_bits(svd.s.values, ooc::linalg::svd(x).s.values));
+  CHECK(svd.vt.shape == ooc::Shape{m, m});
+  CHECK((again * s.asDiagonal() * svd.vt.values - want).norm() / want.norm() < 1e-14);
+  CHECK((Eigen::MatrixXd(again.transpose() * again) - Eigen::MatrixXd::Identity(m, m)).cwiseAbs().maxCoeff() < 1e-13);
+  std::vector<std::byte> wrong(8);
+  CHECK_THROWS_WITH_AS(ooc::linalg::qr(x, wrong), doctest::Contains("an output of 8 bytes"), ooc::UsageError);
+  CHECK_THROWS_WITH_AS(ooc::linalg::svd(x, dir.file("x.npy")), doctest::Contains("output is an input file"),
+                       ooc::UsageError);
+  CHECK(ooc::map_file(dir.file("x.npy")).shape() == ooc::Shape{n, m});
 }
 
 TEST_CASE("lstsq streams X and y side by side: an exact fit, its rank, and numpy's error for unequal lengths") {

@@ -117,8 +117,27 @@ TEST_CASE("index errors are numpy's messages, naming the array") {
   iota_array(dir.file("a.npy"), 10, 4, ooc::Order::c);
   const std::string a = dir.file("a.npy");
   CHECK_THROWS_WITH_AS(ooc::map_file(a + "[10]"), doctest::Contains("index 10 is out of bounds for axis 0 with size 10"),
-                       ooc::UsageError);
-  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[0, 0, 0]"), doctest::Contains("too many indices"), ooc::UsageError);
+                       ooc::IndexError);
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[0, 0, 0]"), doctest::Contains("too many indices"), ooc::IndexError);
+  CHECK_THROWS_WITH_AS(ooc::map_file(a + "[:, [1, -5]]"), doctest::Contains("index -5 is out of bounds"), ooc::IndexError);
+  // Where numpy raises IndexError the kind says so (Python's IndexError), and numpy's own words
+  // come apart from the selection they were said about.
+  try {
+    ooc::map_file(a + "[:, 4]");
+    FAIL("no error");
+  } catch (const ooc::IndexError& e) {
+    CHECK(e.kind() == ooc::ErrorKind::index);
+    CHECK(e.path() == a);
+    CHECK(std::string(e.what()) == a + ": selection [:, 4]: index 4 is out of bounds for axis 1 with size 4");
+    CHECK(e.numpy_text() == "index 4 is out of bounds for axis 1 with size 4");
+  }
+  // numpy's ValueError stays a plain usage error
+  try {
+    ooc::map_file(a + "[::0]");
+    FAIL("no error");
+  } catch (const ooc::UsageError& e) {
+    CHECK(e.kind() == ooc::ErrorKind::usage);
+  }
   CHECK_THROWS_WITH_AS(ooc::map_file(a + "[::0]"), doctest::Contains("slice step cannot be zero"), ooc::UsageError);
   CHECK_THROWS_WITH_AS(ooc::map_file(a + "[::2]", ooc::Access::read_write), doctest::Contains("in place"),
                        ooc::UsageError);
@@ -416,7 +435,7 @@ TEST_CASE("a bool @FILE is a mask: counted, not loaded; one list or mask per sel
   floats.commit();
   const std::string at = "@";
   CHECK_THROWS_WITH_AS(ooc::Selection::parse(at + dir.file("f.npy"), "a.npy"),
-                       doctest::Contains("arrays used as indices must be of integer (or boolean) type"), ooc::UsageError);
+                       doctest::Contains("arrays used as indices must be of integer (or boolean) type"), ooc::IndexError);
   CHECK_THROWS_AS(ooc::BoolMask::open(dir.file("f.npy")), ooc::UsageError);
   mask_file(dir.file("zero_d.npy"), {}, ooc::Order::c, [](std::int64_t) { return true; });
   CHECK_THROWS_WITH_AS(ooc::Selection::parse(at + dir.file("zero_d.npy"), "a.npy"),
@@ -551,7 +570,7 @@ TEST_CASE("mask errors: numpy's IndexError texts; all false and all true") {
   CHECK_THROWS_WITH_AS(ooc::map_file(a + "[@" + short_mask + "]"),
                        doctest::Contains("boolean index did not match indexed array along dimension 0; dimension is 100 "
                                          "but corresponding boolean dimension is 99"),
-                       ooc::UsageError);
+                       ooc::IndexError);
   const std::string wide = mask_file(dir.file("w.npy"), {100, 9}, ooc::Order::c, [](std::int64_t) { return true; });
   CHECK_THROWS_WITH_AS(ooc::read_info(a + "[@" + wide + "]"),
                        doctest::Contains("along dimension 1; dimension is 8 but corresponding boolean dimension is 9"),
@@ -559,7 +578,7 @@ TEST_CASE("mask errors: numpy's IndexError texts; all false and all true") {
   const std::string deep = mask_file(dir.file("d.npy"), {100, 8, 2}, ooc::Order::c, [](std::int64_t) { return true; });
   CHECK_THROWS_WITH_AS(ooc::map_file(a + "[@" + deep + "]"),
                        doctest::Contains("too many indices for array: array is 2-dimensional, but 3 were indexed"),
-                       ooc::UsageError);
+                       ooc::IndexError);
   const std::string cols = mask_file(dir.file("c.npy"), {8}, ooc::Order::c, [](std::int64_t) { return true; });
   CHECK_THROWS_WITH_AS(ooc::map_file(a + "[1, 2, @" + cols + "]"), doctest::Contains("but 3 were indexed"),
                        ooc::UsageError);

@@ -37,7 +37,7 @@
 /// The command line (oocrun) prints what() on one line after "oocrun: " (with its flag
 /// for option()) and exits 2 for a UsageError, 128 + the signal for Cancelled, and 1 for
 /// anything else. The Python module picks the exception by kind(): ValueError for usage
-/// and value, KeyboardInterrupt for cancelled, FileNotFoundError for not_found,
+/// and value, IndexError for index, KeyboardInterrupt for cancelled, FileNotFoundError for not_found,
 /// PermissionError for permission, MemoryError for out_of_memory, and ooc.Error (an
 /// OSError) for the rest; the kind's name is the exception's `kind` attribute.
 /// std::bad_alloc becomes MemoryError.
@@ -63,6 +63,8 @@ enum class ErrorKind {
   value,          ///< a value the data cannot give, numpy's ValueError: a reduction of an
                   ///< empty array ("zero-size array to reduction operation ..."), an
                   ///< integer to a negative power
+  index,          ///< an index that does not fit the array it selects from, numpy's
+                  ///< IndexError (an ooc::IndexError, a UsageError)
 };
 
 /// The kind's name as written above ("not_found"); what Python's `Error.kind` reads.
@@ -99,12 +101,33 @@ class Error : public std::runtime_error {
 
 /// The caller asked for something that cannot be done as asked (bad operation,
 /// incompatible shapes, in-place with a dtype change); the command line maps it to exit 2.
-/// Its kind is always ErrorKind::usage.
+/// Its kind is ErrorKind::usage, or index for an IndexError.
 class UsageError : public Error {
  public:
   UsageError(std::string path, std::string problem, std::string option = {})
       : Error(std::move(path), std::move(problem), ErrorKind::usage, std::move(option)) {}
   explicit UsageError(std::string problem) : UsageError(std::string(), std::move(problem)) {}
+
+ protected:
+  /// For the usage errors of a kind of their own (IndexError).
+  UsageError(std::string path, std::string problem, ErrorKind kind) : Error(std::move(path), std::move(problem), kind) {}
+};
+
+/// An index that does not fit the array it selects from, where numpy raises IndexError:
+/// out of bounds, too many indices, a boolean index whose shape does not match the axes
+/// it covers, an index array neither of integers nor of bools. A UsageError (oocrun
+/// exits 2) whose kind is ErrorKind::index (Python's IndexError, whose message is
+/// numpy_text()).
+class IndexError : public UsageError {
+ public:
+  /// `problem` says where (the selection's text) and numpy's words, `numpy_text` numpy's
+  /// words alone ("index 10 is out of bounds for axis 0 with size 10").
+  IndexError(std::string path, std::string problem, std::string numpy_text)
+      : UsageError(std::move(path), std::move(problem), ErrorKind::index), numpy_text_(std::move(numpy_text)) {}
+  const std::string& numpy_text() const noexcept { return numpy_text_; }
+
+ private:
+  std::string numpy_text_;
 };
 
 /// A run stopped because PipelineOptions::cancel was set (Ctrl-C in oocrun). Its kind is

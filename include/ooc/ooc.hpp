@@ -24,3 +24,6 @@
 #include "ooc/kernels/axis.hpp"
 #include "ooc/kernels/expr.hpp"
 #include "ooc/linalg.hpp"
+#include "ooc/linalg_qr.hpp"
+#include "ooc/order.hpp"
+#include "ooc/zarr.hpp"

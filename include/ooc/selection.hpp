@@ -70,8 +70,8 @@ class Selection {
   /// "@keep.npy, 5"). `@FILE` is opened here: an integer array is read as an index list,
   /// a bool array is a BoolMask (counted, not loaded). Throws UsageError naming `path`
   /// (the array's) for bad syntax, more than one list or mask, an unreadable index array
-  /// or mask, or one of another dtype (numpy's "arrays used as indices must be of integer
-  /// (or boolean) type").
+  /// or mask; IndexError (a UsageError) for one of another dtype (numpy's "arrays used as
+  /// indices must be of integer (or boolean) type").
   static Selection parse(std::string_view text, const std::string& path = "");
 
   const std::vector<Item>& items() const { return items_; }
@@ -91,10 +91,10 @@ std::optional<std::pair<std::string, std::string>> split_selection(const std::st
 /// shape (axes of single indices dropped, the list's axis placed where numpy places it),
 /// in the memory order numpy's result has (C or F; see docs/decisions/2026-11-30-selection-numpy-order.md), read tile by tile from
 /// `source`, which the result owns (MappedArray::select of an lvalue shares it instead).
-/// Throws UsageError naming source's path for an index out of bounds, too many indices,
-/// a zero step or a mask whose shape does not match the axes it covers (numpy's
-/// "boolean index did not match indexed array along dimension 0; dimension is 100 but
-/// corresponding boolean dimension is 99"). Read-only: the result cannot be written in
+/// Throws UsageError naming source's path for a zero step, and its IndexError where numpy
+/// raises IndexError: an index out of bounds, too many indices, a mask whose shape does
+/// not match the axes it covers ("boolean index did not match indexed array along
+/// dimension 0; dimension is 100 but corresponding boolean dimension is 99"). Read-only: the result cannot be written in
 /// place. Its tiles let go of the source pages they read as they go, so that resident
 /// memory stays bounded by the tile size whatever the tiles span of the source.
 MappedArray select(MappedArray source, const Selection& selection);

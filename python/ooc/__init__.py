@@ -25,6 +25,7 @@ __all__ = [
     "sum", "prod", "mean", "min", "max", "argmin", "argmax", "var", "std", "count_nonzero",
     "any", "all", "nansum", "nanmean", "nanmin", "nanmax", "norm",
     "gram", "cov", "corrcoef", "matmul", "qr", "svd", "lstsq",
+    "quantile", "percentile", "median", "nanquantile", "nanpercentile", "nanmedian", "unique",
 ]
 
 # ooc.Error: a runtime failure with ooc's one-line message (a subclass of OSError).
@@ -36,7 +37,7 @@ _builtin_sum, _builtin_min, _builtin_max, _builtin_any, _builtin_all = sum, min,
 
 # ---- arrays -------------------------------------------------------------------------
 
-class Array:
+class Array(_lazy.Shaped):
     """An array in a file (.npy, or an HDF5 dataset), possibly a selection of one.
 
     Nothing is read when it is made or indexed: a[::10, [2, 5]] is another ooc.Array.
@@ -63,22 +64,6 @@ class Array:
     def selections(self):
         """Selections applied after opening, one per indexing, as text ("::10, [2, 5]")."""
         return tuple(self._source.selections)
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self):
-        return self.size * self.dtype.itemsize
 
     def __len__(self):
         if not self.shape:
@@ -227,10 +212,18 @@ class _MaskInMemory:
         self.path = f"/proc/self/fd/{fd}"
 
 
+_NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
+                 "arrays are valid indices")  # numpy's IndexError for any other item
+
+
 def _index_text(item):
     if isinstance(item, slice):
         def bound(value):
-            return "" if value is None else str(int(_as_index(value)))
+            if value is None:
+                return ""
+            if not hasattr(value, "__index__"):
+                raise TypeError("slice indices must be integers or None or have an __index__ method")
+            return str(int(value.__index__()))
         text = bound(item.start) + ":" + bound(item.stop)
         return text + (":" + bound(item.step) if item.step is not None else "")
     if item is None:
@@ -244,11 +237,14 @@ def _index_text(item):
         if values.dtype == bool:
             raise ValueError("ooc selections take no 0-d boolean index (it adds an axis)")
         if values.size and values.dtype.kind not in "iu":
-            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+            raise IndexError(_NOT_AN_INDEX if isinstance(item, list) else
+                             "arrays used as indices must be of integer (or boolean) type")
         if values.ndim != 1:
             raise ValueError("an index list must be 1-d")
         return "[" + ", ".join(str(int(v)) for v in values) + "]"
-    return str(int(_as_index(item)))
+    if not hasattr(item, "__index__"):
+        raise IndexError(_NOT_AN_INDEX)
+    return str(int(item.__index__()))
 
 
 def _as_index(value):
@@ -465,20 +461,54 @@ def matmul(x, w, out=None, *, overwrite=False, **options):
     return result[()] if result.ndim == 0 else result
 
 
-def qr(a, mode="r", **options):
-    """np.linalg.qr(a, mode='r') of a tall 2-d array by TSQR, one streamed pass: R,
-    min(N, M) x M, with a non-negative diagonal (numpy's R up to the sign of each row)."""
-    if mode != "r":
-        raise ValueError("ooc.qr: only mode='r' (Q is not written yet)")
-    return _linalg("qr", a, options=options)
+def _numpy_linalg_error(call):
+    """call(), with ooc's "SVD did not converge" ValueError raised as numpy's LinAlgError."""
+    try:
+        return call()
+    except ValueError as e:
+        if "SVD did not converge" in str(e):
+            raise np.linalg.LinAlgError(str(e)) from None
+        raise
 
 
-def svd(a, full_matrices=True, compute_uv=True, hermitian=False, **options):
-    """np.linalg.svd(a, compute_uv=False) of a tall 2-d array by TSQR, one streamed pass:
-    the singular values, descending."""
-    if compute_uv or hermitian:
-        raise ValueError("ooc.svd: only compute_uv=False (U and Vt are not computed yet)")
-    return _linalg("svd", a, options=options)
+def qr(a, mode="r", out=None, *, overwrite=False, **options):
+    """np.linalg.qr of a tall 2-d array by TSQR. mode='r' (ooc's default: one streamed
+    pass) returns R, min(N, M) x M, with a non-negative diagonal (numpy's R up to the sign
+    of each row). mode='reduced' returns (Q, R), Q (N, min(N, M)) from a second pass with
+    the matching signs (Q R = a): an np.ndarray (MemoryError when it cannot fit), or with
+    out=PATH written to that file and returned as an ooc.Array."""
+    if mode not in ("r", "reduced", "complete", "raw"):
+        raise ValueError(f"Unrecognized mode '{mode}'")
+    if mode in ("complete", "raw"):
+        raise ValueError(f"ooc.qr: mode='{mode}' is not supported; 'reduced' gives Q (N, min(N, M)), 'r' R alone")
+    out = _check_out(out, "qr")
+    if mode == "r":
+        if out is not None:
+            raise ValueError("qr: out= is where Q goes, with mode='reduced'")
+        return _linalg("qr", a, options=options)
+    call, progress = _common(options)
+    q, r = _ooc.factor(_source(a), "qr", out, bool(overwrite), call, progress)
+    return (Array(out) if out is not None else q), r
+
+
+def svd(a, full_matrices=False, compute_uv=True, hermitian=False, out=None, *, overwrite=False, **options):
+    """np.linalg.svd(a, full_matrices=False) of a tall 2-d array by TSQR: (U, s, Vt), s
+    descending, U (N, min(N, M)) from a second pass (U s Vt = a; each pair's sign as
+    arbitrary as numpy's): an np.ndarray (MemoryError when it cannot fit), or with
+    out=PATH written to that file and returned as an ooc.Array. compute_uv=False returns
+    s alone, in one pass. full_matrices=True (an N x N U) is refused, hence ooc's default."""
+    if hermitian:
+        raise ValueError("ooc.svd: hermitian=True is not supported")
+    out = _check_out(out, "svd")
+    if not compute_uv:
+        if out is not None:
+            raise ValueError("svd: out= is where U goes, with compute_uv=True")
+        return _numpy_linalg_error(lambda: _linalg("svd", a, options=options))
+    if full_matrices:
+        raise ValueError("ooc.svd: full_matrices=True would make U N x N; ooc gives the reduced U (full_matrices=False)")
+    call, progress = _common(options)
+    u, s, vt = _numpy_linalg_error(lambda: _ooc.factor(_source(a), "svd", out, bool(overwrite), call, progress))
+    return (Array(out) if out is not None else u), s, vt
 
 
 def lstsq(a, b, rcond=None, **options):
@@ -488,7 +518,8 @@ def lstsq(a, b, rcond=None, **options):
     if len(x.shape) == 2 and len(y.shape) in (1, 2) and x.shape[0] != y.shape[0]:
         raise np.linalg.LinAlgError("Incompatible dimensions")  # numpy's, before any reading
     call, progress = _common(options)
-    return _ooc.lstsq(x._source, y._source, None if rcond is None else float(rcond), call, progress)
+    return _numpy_linalg_error(
+        lambda: _ooc.lstsq(x._source, y._source, None if rcond is None else float(rcond), call, progress))
 
 
 def _python_number(value):
@@ -549,10 +580,11 @@ def apply(op, a, out=None, *, inplace=False, journal=True, overwrite=False, **op
 
 def copy(a, out, *, overwrite=False, chunks=None, compression=None, shuffle=False, **options):
     """oocrun copy: `a` (an array, a selection, a lazy expression) written to the new file
-    `out` (x.npy or file.h5:/dataset) as np.save(out, np.asarray(a)) writes it: its dtype,
-    byte order included, shape and memory order; returns an ooc.Array over it once
+    `out` (x.npy, file.h5:/dataset or out.zarr) as np.save(out, np.asarray(a)) writes it: its
+    dtype, byte order included, shape and memory order; returns an ooc.Array over it once
     committed. chunks= (rows of the first axis, or "auto"), compression= ("gzip[:LEVEL]",
-    "lz4", "blosc[:CODEC[:LEVEL]]") and shuffle=True make a chunked HDF5 dataset.
+    "zlib[:LEVEL]", "zstd[:LEVEL]" (Zarr), "lz4", "blosc[:CODEC[:LEVEL]]", "none") and
+    shuffle=True make a chunked HDF5 dataset, or set a Zarr array's chunks and compressor.
     overwrite=True replaces an existing HDF5 dataset. Writing onto `a`'s own file (or its
     own dataset) is refused before anything is written."""
     call, progress = _common(options)
@@ -633,3 +665,6 @@ Expression = _lazy.Expression
 Expression.__module__ = "ooc"
 _lazy.install(Array, _common, open)
 Array.__matmul__ = matmul  # after install: X @ W streams through ooc.matmul, not a lazy expression
+
+# Order statistics (python/ooc/_order.py): quantile, percentile, median and their nan forms; unique.
+from ._order import quantile, percentile, median, nanquantile, nanpercentile, nanmedian, unique  # noqa: E402

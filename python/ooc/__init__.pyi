@@ -161,15 +161,35 @@ def matmul(x: ArrayLike, w: Any, out: str | os.PathLike[str] | None = ..., *, ov
            threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
            progress: Progress = ...) -> Any: ...
 
-def qr(a: ArrayLike, mode: str = ..., *, threads: int | None = ..., tile_bytes: int | str | None = ...,
-       io: Io | None = ..., prefetch: int = ..., progress: Progress = ...) -> np.ndarray[Any, Any]: ...
-def svd(a: ArrayLike, full_matrices: bool = ..., compute_uv: bool = ..., hermitian: bool = ..., *,
-        threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
-        progress: Progress = ...) -> np.ndarray[Any, Any]: ...
+def qr(a: ArrayLike, mode: str = ..., out: str | os.PathLike[str] | None = ..., *, overwrite: bool = ...,
+       threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
+       progress: Progress = ...) -> Any: ...  # R, or (Q, R) with mode='reduced'
+def svd(a: ArrayLike, full_matrices: bool = ..., compute_uv: bool = ..., hermitian: bool = ...,
+        out: str | os.PathLike[str] | None = ..., *, overwrite: bool = ..., threads: int | None = ...,
+        tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
+        progress: Progress = ...) -> Any: ...  # s, or (U, s, Vt) with compute_uv=True
 
 def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = ..., *, threads: int | None = ...,
           tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
           progress: Progress = ...) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int, np.ndarray[Any, Any]]: ...
+
+# Order statistics (numpy's signatures; a radix select, a few reads): a numpy scalar or array.
+def quantile(a: ArrayLike, q: Any, axis: int | None = ..., out: np.ndarray[Any, Any] | None = ...,
+             overwrite_input: bool = ..., method: str = ..., keepdims: bool = ..., *, memory_budget: int | None = ...,
+             threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
+             progress: Progress = ...) -> Any: ...
+percentile = quantile
+nanquantile = quantile
+nanpercentile = quantile
+def median(a: ArrayLike, axis: int | None = ..., out: np.ndarray[Any, Any] | None = ..., overwrite_input: bool = ...,
+           keepdims: bool = ..., *, memory_budget: int | None = ..., threads: int | None = ...,
+           tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
+           progress: Progress = ...) -> Any: ...
+nanmedian = median
+def unique(ar: ArrayLike, return_index: bool = ..., return_inverse: bool = ..., return_counts: bool = ...,
+           axis: None = ..., *, equal_nan: bool = ..., out: None = ..., memory_budget: int | None = ...,
+           threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
+           progress: Progress = ...) -> Any: ...
 
 # Several reductions over one read: {name: what its own call returns}.
 def reduce(a: ArrayLike, ops: str | Sequence[str], axis: int | None = ...,

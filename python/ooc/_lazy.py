@@ -317,7 +317,29 @@ class _Binding:
 
 # ---- the expression -------------------------------------------------------------------
 
-class Expression:
+class Shaped:
+    """numpy's attributes that follow from `shape` and `dtype`, for ooc.Array and Expression."""
+
+    __slots__ = ()
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+
+class Expression(Shaped):
     """A lazy expression over ooc.Arrays (and numbers, numpy arrays): numpy's shape, dtype
     and ndim, nothing computed until it is reduced, read (np.asarray), written
     (ooc.copy) or used as a mask (a[e]), each one fused pass of ooc's eval engine."""
@@ -337,21 +359,6 @@ class Expression:
     def __init__(self, *args, **kwargs):
         raise TypeError("ooc.Expression is made by numpy's operators and functions on ooc.Arrays (np.sin(a) * 2)")
 
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self):
-        return self.size * self.dtype.itemsize
 
     @property
     def text(self):

@@ -27,6 +27,7 @@ const char* kind_name(ErrorKind kind) noexcept {
     case ErrorKind::corrupt: return "corrupt";
     case ErrorKind::busy: return "busy";
     case ErrorKind::value: return "value";
+    case ErrorKind::index: return "index";
   }
   return "other";
 }

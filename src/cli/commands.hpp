@@ -68,12 +68,29 @@ class ReduceCommand {
   /// Several reductions over one read: {"results": {NAME: the object one would print}}.
   int run_several(Context& context, const std::vector<kernels::ReduceOp>& ops) const;
   int run_several_axis(Context& context, const std::vector<kernels::ReduceOp>& ops) const;
+  /// median, quantile:Q[,Q...] and the other order statistics (reduce_order.cpp).
+  static bool names_order_statistic(const std::string& op);
+  int run_order(Context& context) const;
 
   CLI::App* command_;
   std::string op_, path_, range_, output_;  // range_: "LO:HI"
+  std::string method_ = "linear";
   std::int64_t ddof_ = 0;
   std::int64_t bins_ = 10;
   std::optional<int> axis_;
+};
+
+/// oocrun unique ARRAY [--counts] [-o OUT] [--json] (reduce_order.cpp).
+class UniqueCommand {
+ public:
+  UniqueCommand(CLI::App& app, Common& common);
+  bool parsed() const { return command_->parsed(); }
+  int run(Context& context) const;
+
+ private:
+  CLI::App* command_;
+  std::string path_, output_;
+  bool counts_ = false;
 };
 
 class EvalCommand {
@@ -105,6 +122,7 @@ class LinalgCommand {
 
   CLI::App* command_;
   std::string op_, path_, y_path_;  // y_path_: lstsq's Y
+  std::string output_;              // qr: Q, svd: U
   std::optional<double> rcond_;
   bool rowvar_ = false;
   bool bias_ = false;

@@ -1,6 +1,7 @@
 #include "cli/context.hpp"
 
 #include "cli/options.hpp"
+#include "ooc/zarr.hpp"
 #include "ooc/array_path.hpp"
 
 #include <iostream>
@@ -55,10 +56,19 @@ void Context::size_tiles_for(const MappedArray& a, PipelineOptions& options) con
   if (!job.spans_ranks()) options.tile_bytes = tile_bytes_spanning(a, options.tile_bytes);
 }
 
+MappedArray Context::open_to_read(const std::string& path, PipelineOptions& options) const {
+  MappedArray a = job.map_input(path, Access::read_only, options);
+  describe_reads(a);
+  size_tiles_for(a, options);
+  check_not_in_place(a);
+  return a;
+}
+
 void check_output_name(const std::string& out) {
   if (out.size() >= 4 && out.ends_with(".npy")) return;
-  if (ArrayPath::parse(out).in_hdf5()) return;
-  throw UsageError(out, "an output is a .npy file (out.npy) or an HDF5 dataset (file.h5:/dataset)");
+  if (ArrayPath::parse(out).in_hdf5() || is_zarr(out)) return;
+  throw UsageError(out, "an output is a .npy file (out.npy), an HDF5 dataset (file.h5:/dataset) or a Zarr array "
+                        "(out.zarr)");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

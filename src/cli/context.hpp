@@ -78,6 +78,9 @@ class Context {
   /// (ooc::tile_bytes_spanning), so that a sparse one is cut into enough tiles for every
   /// thread. Not across MPI ranks: their shares were cut from the options as given.
   void size_tiles_for(const MappedArray& a, PipelineOptions& options) const;
+  /// An input read, not written: mapped read-only, its reads described (--verbose), the
+  /// tiles sized for it, and refused while an in-place run rewrites it (its journal).
+  MappedArray open_to_read(const std::string& path, PipelineOptions& options) const;
 };
 
 /// What -o may name (apply, reduce --axis, eval, import): a .npy file or an HDF5 dataset.

@@ -57,10 +57,7 @@ int CopyCommand::run(Context& context) const {
   refuse_copy_onto_input(path_, output_);
   PipelineOptions options = context.pipeline_options();
   const auto start = std::chrono::steady_clock::now();
-  const MappedArray a = job.map_input(path_, Access::read_only, options);
-  context.describe_reads(a);
-  context.size_tiles_for(a, options);
-  check_not_in_place(a);
+  const MappedArray a = context.open_to_read(path_, options);
   notes.cancel_note = "; no output written";
   // The same dtype, byte order included, as np.save keeps it; astype to it is a copy
   // (bools stored as 0 and 1, as every ooc output stores them).

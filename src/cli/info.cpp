@@ -4,6 +4,7 @@
 #include "cli/json.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -38,7 +39,7 @@ void entry_json(Json& j, const ArrayEntry& e) {
   if (e.supported)
     j.member("itemsize", e.info.dtype.itemsize()).member("size", info.size()).member("nbytes", info.nbytes());
   j.member("data_offset", static_cast<std::uint64_t>(info.data_offset));
-  if (info.format == "hdf5") {
+  if (info.format == "hdf5" || info.format == "zarr") {
     j.member("layout", e.layout).key("filters").begin_array();
     for (const std::string& f : e.filters) j.string(f);
     j.end_array().key("chunks");
@@ -64,6 +65,7 @@ std::string entry_text(const ArrayEntry& e) {
     out << ", " << (info.order == Order::c ? "C" : "F") << " order, " << info.nbytes() << " bytes of data at offset "
         << info.data_offset;
   } else {
+    if (info.format == "zarr" && e.supported) out << ", " << (info.order == Order::c ? "C" : "F") << " order";
     out << ", " << e.layout;
     for (const std::string& f : e.filters) out << "+" << f;
     if (!e.chunks.empty()) out << ", chunks " << shape_repr(e.chunks);
@@ -82,7 +84,7 @@ std::string entry_text(const ArrayEntry& e) {
 
 InfoCommand::InfoCommand(CLI::App& app, Common& common)
     : command_(app.add_subcommand("info", "print an array's dtype, shape and layout")) {
-  command_->add_option("ARRAY", path_, "path.npy, file.h5 or file.h5:/dataset")->required();
+  command_->add_option("ARRAY", path_, "path.npy, file.h5, file.h5:/dataset, x.zarr or a Zarr group")->required();
   command_->add_flag("--json", common.json, kJsonHelp);
   command_->fallthrough();
 }
@@ -91,9 +93,13 @@ int InfoCommand::run(Context& context) const {
   context.notes.file = context.notes.subject = path_;
   const std::vector<ArrayEntry> entries = describe(path_);
   const bool whole_hdf5_file = entries.empty() || entries.front().path != path_;
+  // A directory that is not one array is a Zarr group: its arrays, as an HDF5 file's datasets.
+  std::error_code ec;
+  const bool zarr_group = whole_hdf5_file && std::filesystem::is_directory(path_, ec);
   if (context.common.json && whole_hdf5_file) {
     Json j;
-    j.begin_object().member("path", path_).member("format", "hdf5").key("datasets").begin_array();
+    j.begin_object().member("path", path_).member("format", zarr_group ? "zarr" : "hdf5");
+    j.key(zarr_group ? "arrays" : "datasets").begin_array();
     for (const ArrayEntry& e : entries) entry_json(j, e);
     j.end_array().end_object();
     std::cout << j.text() << "\n";
@@ -102,7 +108,8 @@ int InfoCommand::run(Context& context) const {
     entry_json(j, entries.front());
     std::cout << j.text() << "\n";
   } else {
-    if (whole_hdf5_file) std::cout << path_ << ": HDF5 file, " << entries.size() << " dataset(s)\n";
+    if (zarr_group) std::cout << path_ << ": Zarr group, " << entries.size() << " array(s)\n";
+    else if (whole_hdf5_file) std::cout << path_ << ": HDF5 file, " << entries.size() << " dataset(s)\n";
     for (const ArrayEntry& e : entries) std::cout << entry_text(e) << "\n";
   }
   return 0;

@@ -1,9 +1,11 @@
-// oocrun linalg: gram, cov and corrcoef of a tall (or, with --rowvar, wide) array;
-// oocrun matmul: X @ W, W a small array read whole.
+// oocrun linalg: gram, cov and corrcoef of a tall (or, with --rowvar, wide) array, its
+// QR (R; Q with -o) and SVD (s and Vt; U with -o), lstsq; oocrun matmul: X @ W, W a
+// small array read whole.
 
 #include "cli/commands.hpp"
 #include "cli/json.hpp"
 #include "cli/options.hpp"
+#include "ooc/linalg_qr.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -13,7 +15,7 @@ namespace ooc::cli {
 
 LinalgCommand::LinalgCommand(CLI::App& app, Common& common)
     : command_(app.add_subcommand("linalg", "linear algebra of a tall array, in one pass: gram (X.T @ X), cov, "
-                                            "corrcoef, qr (R), svd (singular values)")) {
+                                            "corrcoef, qr (R; Q with -o), svd (s and Vt; U with -o), lstsq")) {
   command_->add_option("OP", op_, "gram, cov, corrcoef, qr, svd or lstsq")->required()->check(CLI::IsMember({"gram", "cov", "corrcoef", "qr", "svd", "lstsq"}));
   command_->add_option("ARRAY", path_, "path.npy or file.h5:/dataset")->required();
   command_->add_option("Y", y_path_, "lstsq: the right-hand side, (N,) or (N, K)");
@@ -21,6 +23,10 @@ LinalgCommand::LinalgCommand(CLI::App& app, Common& common)
   command_->add_flag("--rowvar", rowvar_,
                      "cov, corrcoef: each row is a variable, as numpy's default (default here: each column, the "
                      "observations in rows)");
+  command_->add_option("-o,--output", output_,
+                       "qr: write Q (N x min(N, M)) here, svd: write U, from a second pass (path.npy or "
+                       "file.h5:/dataset)");
+  command_->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
   command_->add_option("--ddof", ddof_, "cov: normalise by N - ddof (default: N - 1, or N with --bias)");
   command_->add_flag("--bias", bias_, "cov: normalise by N");
   command_->add_flag("--json", common.json, kJsonHelp);
@@ -28,29 +34,34 @@ LinalgCommand::LinalgCommand(CLI::App& app, Common& common)
 }
 
 int LinalgCommand::run(Context& context) const {
-  const Job& job = context.job;
   context.notes.file = context.notes.subject = path_;
   if ((op_ == "gram" || op_ == "qr" || op_ == "svd") && (rowvar_ || ddof_ || bias_))
     throw UsageError(op_ + " takes no --rowvar, --ddof or --bias");
   if (op_ == "corrcoef" && (ddof_ || bias_)) throw UsageError("corrcoef takes no --ddof or --bias (numpy's has no effect)");
   if ((op_ == "lstsq") != !y_path_.empty()) throw UsageError("lstsq, and only lstsq, takes a second array, Y");
   if (op_ != "lstsq" && rcond_) throw UsageError("--rcond goes with lstsq");
+  if (!output_.empty() && op_ != "qr" && op_ != "svd") throw UsageError("-o goes with qr (Q) and svd (U)");
+  if (!output_.empty()) check_output_name(output_);
   context.refuse_across_ranks("linalg");
   PipelineOptions options = context.pipeline_options();
-  const MappedArray a = job.map_input(path_, Access::read_only, options);
-  context.describe_reads(a);
-  context.size_tiles_for(a, options);
-  check_not_in_place(a);
+  const MappedArray a = context.open_to_read(path_, options);
   context.follow_progress(options, a);
   const auto start = std::chrono::steady_clock::now();
   if (op_ == "lstsq") return run_lstsq(context, a, options, start);
+  std::error_code ec;
+  if (!output_.empty() && std::filesystem::equivalent(path_, output_, ec))
+    throw UsageError(output_, "output is an input file");
+  if (!output_.empty()) context.notes.cancel_note = "; no output written";
   linalg::Matrix result;
+  linalg::SingularValueDecomposition svd;
   if (op_ == "gram") {
     result = linalg::gram(a, options);
   } else if (op_ == "qr") {
-    result = linalg::qr_r(a, options);
+    // With -o, Q (and for svd U) from a second pass, into a file committed once complete.
+    result = output_.empty() ? linalg::qr_r(a, options) : linalg::qr(a, output_, context.common.overwrite, options);
   } else if (op_ == "svd") {
-    result = linalg::singular_values(a, options);
+    svd = output_.empty() ? linalg::svd(a, options) : linalg::svd(a, output_, context.common.overwrite, options);
+    result = svd.s;
   } else if (op_ == "cov") {
     linalg::CovOptions how;
     how.rowvar = rowvar_;
@@ -68,7 +79,12 @@ int LinalgCommand::run(Context& context) const {
     j.member("dtype", result.dtype.name()).key("shape").begin_array();
     for (std::int64_t n : result.shape) j.integer(n);
     j.end_array();
-    if (op_ == "svd") j.key("s").array_values(bytes.data(), result.dtype, result.shape, Order::c);
+    if (op_ == "svd") {
+      j.key("s").array_values(bytes.data(), result.dtype, result.shape, Order::c);
+      const std::vector<std::byte> vt = svd.vt.bytes();
+      j.key("vt").array_values(vt.data(), svd.vt.dtype, svd.vt.shape, Order::c);
+    }
+    if (!output_.empty()) j.member("output", output_);
     j.member("path", path_).member("bytes", a.nbytes()).member("seconds", seconds);
     if (!result.warnings.empty()) {
       j.key("warnings").begin_array();
@@ -126,15 +142,11 @@ MatmulCommand::MatmulCommand(CLI::App& app, Common& common)
 }
 
 int MatmulCommand::run(Context& context) const {
-  const Job& job = context.job;
   context.notes.file = context.notes.subject = x_;
   check_output_name(output_);
   context.refuse_across_ranks("matmul");
   PipelineOptions options = context.pipeline_options();
-  const MappedArray x = job.map_input(x_, Access::read_only, options);
-  context.describe_reads(x);
-  context.size_tiles_for(x, options);
-  check_not_in_place(x);
+  const MappedArray x = context.open_to_read(x_, options);
   std::error_code ec;
   if (std::filesystem::equivalent(x_, output_, ec) || std::filesystem::equivalent(w_, output_, ec))
     throw UsageError(output_, "output is an input file");

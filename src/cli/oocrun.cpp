@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   ApplyCommand apply(app, common);
   CopyCommand copy(app, common);
   ReduceCommand reduce(app, common);
+  UniqueCommand unique(app, common);
   EvalCommand eval(app, common);
   LinalgCommand linalg(app, common);
   MatmulCommand matmul(app, common);
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, copy, reduce, eval, linalg, matmul, import, export)";
+        what = "unknown command '" + word + "' (known: info, apply, copy, reduce, unique, eval, linalg, matmul, import, export)";
         break;
       }
     }
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
     if (apply.parsed()) return apply.run(context);
     if (copy.parsed()) return copy.run(context);
     if (reduce.parsed()) return reduce.run(context);
+    if (unique.parsed()) return unique.run(context);
     if (eval.parsed()) return eval.run(context);
     if (linalg.parsed()) return linalg.run(context);
     if (matmul.parsed()) return matmul.run(context);

@@ -117,7 +117,9 @@ ReduceCommand::ReduceCommand(CLI::App& app, Common& common)
     : command_(app.add_subcommand(
           "reduce",
           "reduce all elements: sum prod mean min max argmin argmax var std count_nonzero any all nansum nanmean "
-          "nanmin nanmax norm histogram; several at once, over one read, named with commas: sum,mean,std")) {
+          "nanmin nanmax norm histogram; several at once, over one read, named with commas: sum,mean,std; or one "
+          "order statistic, alone: median nanmedian quantile:Q[,Q...] percentile:P[,P...] nanquantile:Q[,Q...] "
+          "nanpercentile:P[,P...]")) {
   command_->add_option("OP", op_, "reduction, or several separated by commas")->required();
   command_->add_option("ARRAY", path_, "path.npy or file.h5:/dataset")->required();
   command_->add_flag("--json", common.json, kJsonHelp);
@@ -125,6 +127,7 @@ ReduceCommand::ReduceCommand(CLI::App& app, Common& common)
   command_->add_option("--bins", bins_, "histogram: number of equal bins (default 10)");
   command_->add_option("--range", range_, "histogram: LO:HI (default: the data's min and max)");
   command_->add_option("--axis", axis_, "reduce along this axis only (negative: from the end)");
+  command_->add_option("--method", method_, "quantile, percentile: linear (default), lower, higher, nearest, midpoint");
   command_->add_option("-o,--output", output_, "with --axis and one OP: write the result to path.npy or file.h5:/dataset");
   command_->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
   command_->fallthrough();
@@ -162,16 +165,14 @@ int ReduceCommand::run(Context& context) const {
   const Job& job = context.job;
   context.notes.file = context.notes.subject = path_;
   if (!output_.empty()) check_output_name(output_);
+  if (names_order_statistic(op_)) return run_order(context);
   const auto ops = parse_ops();
   if (ops.size() > 1) return run_several(context, ops);
   const kernels::ReduceOp& op = ops.front();
   if (axis_) return run_axis(context, op);
   if (!output_.empty()) throw UsageError("reduce -o needs --axis (a full reduction is one value)");
   PipelineOptions options = context.pipeline_options();
-  const MappedArray a = job.map_input(path_, Access::read_only, options);
-  context.describe_reads(a);
-  context.size_tiles_for(a, options);
-  check_not_in_place(a);
+  const MappedArray a = context.open_to_read(path_, options);
   context.follow_progress(options, a);
   const auto start = std::chrono::steady_clock::now();
   kernels::Reduction result = Scalar::of(false);
@@ -195,14 +196,10 @@ int ReduceCommand::run(Context& context) const {
 }
 
 int ReduceCommand::run_axis(Context& context, const kernels::ReduceOp& op) const {
-  const Job& job = context.job;
   if (op.code() == Code::histogram) throw UsageError("histogram takes no --axis (numpy's has none)");
   context.refuse_across_ranks("reduce --axis");
   PipelineOptions options = context.pipeline_options();
-  const MappedArray a = job.map_input(path_, Access::read_only, options);
-  context.describe_reads(a);
-  context.size_tiles_for(a, options);
-  check_not_in_place(a);
+  const MappedArray a = context.open_to_read(path_, options);
   int axis = 0;
   try {
     axis = kernels::normalize_axis(*axis_, a.ndim());
@@ -251,10 +248,7 @@ int ReduceCommand::run_several(Context& context, const std::vector<kernels::Redu
   context.refuse_across_ranks("reduce of several operations");
   if (axis_) return run_several_axis(context, ops);
   PipelineOptions options = context.pipeline_options();
-  const MappedArray a = context.job.map_input(path_, Access::read_only, options);
-  context.describe_reads(a);
-  context.size_tiles_for(a, options);
-  check_not_in_place(a);
+  const MappedArray a = context.open_to_read(path_, options);
   context.follow_progress(options, a);
   const auto start = std::chrono::steady_clock::now();
   const Reductions results = reduce_together(a, ops, options);
@@ -283,10 +277,7 @@ int ReduceCommand::run_several_axis(Context& context, const std::vector<kernels:
   for (const auto& op : ops)
     if (op.code() == Code::histogram) throw UsageError("histogram takes no --axis (numpy's has none)");
   PipelineOptions options = context.pipeline_options();
-  const MappedArray a = context.job.map_input(path_, Access::read_only, options);
-  context.describe_reads(a);
-  context.size_tiles_for(a, options);
-  check_not_in_place(a);
+  const MappedArray a = context.open_to_read(path_, options);
   int axis = 0;
   try {
     axis = kernels::normalize_axis(*axis_, a.ndim());

@@ -4,6 +4,8 @@
 #include "format/hdf5.hpp"
 #include "format/hdf5/rollback.hpp"
 #include "format/npy.hpp"
+#include "format/zarr.hpp"
+#include "ooc/zarr.hpp"
 #include "core/mapped_array_access.hpp"
 #include "os/file.hpp"
 #include "os/mapping.hpp"
@@ -85,6 +87,8 @@ struct MappedArray::Impl {
   // Opens the array `name` names and reads where its bytes are: everything map_file does
   // but mapping. A chunked or compressed HDF5 dataset gets its tile reader.
   void open(const std::string& name, Access access);
+  // The same for a directory: a Zarr array, read tile by tile by its chunk reader.
+  void open_zarr(const std::string& name, Access access);
 
   // Before this output, `dataset` of the existing HDF5 file `file`, is written (mapped or
   // compressed): refuses a name that leads through an external link into another file,
@@ -287,7 +291,40 @@ MappedArray::Impl::HiddenDataset MappedArray::Impl::begin_hidden_dataset(const s
   return hidden;
 }
 
+static std::string zarr_array_names(const std::string& group) {
+  std::string names;
+  for (const zarr::Listed& a : zarr::list(group)) names += (names.empty() ? "" : ", ") + a.name;
+  return names.empty() ? "it holds none" : "arrays: " + names;
+}
+
+void MappedArray::Impl::open_zarr(const std::string& name, Access access) {
+  path = name;
+  writable = access == Access::read_write;
+  if (!zarr::is_array(name)) {
+    if (zarr::is_group(name))
+      throw UsageError(name, "is a Zarr group: name one of its arrays, as " + name + "/ARRAY (" + zarr_array_names(name) +
+                                 ")");
+    throw Error(name, "is a directory, not a Zarr array (it holds no .zarray)");
+  }
+  const zarr::Metadata metadata = zarr::read_metadata(name);
+  if (writable)
+    throw UsageError(name, metadata.compressor || !metadata.filters.empty()
+                               ? "a compressed Zarr array cannot be modified in place (its chunks would change "
+                                 "size); write a new array with an output name"
+                               : "a Zarr array cannot be modified in place yet; write a new array with an output name");
+  fd = os::open_existing((std::filesystem::path(name) / ".zarray").string(), false);
+  info.format = "zarr";
+  info.format_version = "2";
+  info.dtype = metadata.dtype;
+  info.shape = metadata.shape;
+  info.order = metadata.shape.size() > 1 ? metadata.order : Order::c;
+  info.data_offset = 0;
+  bytes = zarr::open_reader(name, metadata, name);
+  window = ElementRange{0, info.size()};
+}
+
 void MappedArray::Impl::open(const std::string& name, Access access) {
+  if (std::error_code ec; std::filesystem::is_directory(name, ec)) return open_zarr(name, access);
   const auto dataset = hdf5::split(name);
   const std::string file = dataset ? dataset->file : name;
   path = name;
@@ -383,6 +420,7 @@ ArrayPath ArrayPath::parse(std::string_view text) {
 
 MappedArray create_compressed(const std::string& path, DType dtype, const Shape& shape, const Compression& how,
                               bool overwrite) {
+  if (is_zarr(path)) return create_zarr(path, dtype, shape, Order::c, how);
   if (!hdf5::split(path))
     throw UsageError(path, "a chunked or compressed output is an HDF5 dataset: name it FILE.h5:/dataset");
   return detail::MappedArrayAccess::create_compressed_hdf5(path, dtype, shape, overwrite, how);
@@ -449,6 +487,58 @@ MappedArray create_hdf5(const std::string& path, DType dtype, const Shape& shape
   return MappedArray(std::move(impl));
 }
 
+namespace {
+
+ArrayEntry zarr_entry(const std::string& path, const zarr::Metadata& m) {
+  ArrayEntry e;
+  e.path = path;
+  e.info.format = "zarr";
+  e.info.format_version = "2";
+  e.info.dtype = m.dtype;
+  e.info.shape = m.shape;
+  e.info.order = m.shape.size() > 1 ? m.order : Order::c;
+  e.type = m.dtype.name();
+  e.layout = "chunked";
+  for (const zarr::Codec& f : m.filters) e.filters.push_back(f.id);
+  if (m.compressor) e.filters.push_back(m.compressor->id == "blosc" ? "blosc:" + m.compressor->cname : m.compressor->id);
+  e.chunks = m.chunks;
+  e.stored_bytes = zarr::stored_bytes(path);
+  e.mappable = false;
+  e.why_not_mappable = "Zarr chunks (" + m.codecs_text() + "), read tile by tile";
+  return e;
+}
+
+// A Zarr array, or every array of a Zarr group (from .zmetadata when it has one).
+std::vector<ArrayEntry> describe_zarr(const std::string& path) {
+  if (zarr::is_array(path)) return {zarr_entry(path, zarr::read_metadata(path))};
+  if (!zarr::is_group(path))
+    throw Error(path, "is a directory, not a Zarr array (it holds no .zarray)");
+  std::string group = path;
+  while (group.size() > 1 && group.back() == '/') group.pop_back();
+  std::vector<ArrayEntry> entries;
+  for (const zarr::Listed& a : zarr::list(group)) {
+    const std::string name = a.name.empty() ? group : group + "/" + a.name;
+    if (a.readable) {
+      entries.push_back(zarr_entry(name, a.metadata));
+      continue;
+    }
+    ArrayEntry e;
+    e.path = name;
+    e.info.format = "zarr";
+    e.info.format_version = "2";
+    e.info.shape = a.shape;
+    e.supported = false;
+    e.type = a.dtype_text;
+    e.layout = "chunked";
+    e.readable = e.mappable = false;
+    e.why_not_mappable = a.why;
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+}  // namespace
+
 std::vector<ArrayEntry> describe(const std::string& path) {
   auto from_hdf5 = [](const std::string& file, const hdf5::DatasetInfo& d) {
     ArrayEntry e;
@@ -484,6 +574,7 @@ std::vector<ArrayEntry> describe(const std::string& path) {
       throw Error(dataset->file, "not an HDF5 file; a dataset path (FILE:/name) applies to HDF5 files only");
     return {from_hdf5(dataset->file, hdf5::describe(dataset->file, dataset->dataset))};
   }
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) return describe_zarr(path);
   const os::UniqueFd fd = os::open_existing(path, false);
   if (hdf5::is_hdf5_file(path)) {
     std::vector<ArrayEntry> entries;
@@ -497,7 +588,19 @@ std::vector<ArrayEntry> describe(const std::string& path) {
   return {e};
 }
 
+bool is_zarr(const std::string& path) { return !hdf5::split(path) && zarr::names_zarr(path); }
+
+MappedArray create_zarr(const std::string& path, DType dtype, const Shape& shape, Order order, const Compression& how) {
+  Compression chosen = how;
+  if (how.codec.empty()) {  // not said: zarr-python's default compressor
+    chosen = zarr::default_compression();
+    chosen.chunk_rows = how.chunk_rows;
+  }
+  return detail::MappedArrayAccess::create_zarr(path, dtype, shape, shape.size() > 1 ? order : Order::c, chosen);
+}
+
 MappedArray create_array(const std::string& path, DType dtype, const Shape& shape, Order order, bool overwrite) {
+  if (is_zarr(path)) return create_zarr(path, dtype, shape, order);
   if (hdf5::split(path)) {
     if (order == Order::fortran && shape.size() > 1)
       throw UsageError(path, "HDF5 datasets are stored in C order; a Fortran-order array cannot be written to one");
@@ -553,6 +656,21 @@ MappedArray MappedArrayAccess::create_compressed_hdf5(const std::string& path, D
     impl->create_beside(file, temp);
     impl->bytes = hdf5::create_compressed(temp.string(), where->dataset, dtype, shape, how, path);
   }
+  impl->window = ElementRange{0, impl->info.size()};
+  return MappedArray(std::move(impl));
+}
+
+MappedArray MappedArrayAccess::create_zarr(const std::string& path, DType dtype, const Shape& shape, Order order,
+                                          const Compression& how) {
+  auto impl = MappedArray::Impl::output(path, "zarr", dtype, shape, order);
+  impl->info.format_version = "2";
+  const std::filesystem::path final_path = zarr::prepare_output(path);
+  std::filesystem::path temp;
+  // The directory's descriptor, its lock held while it is written: commit() fsyncs it,
+  // making the chunks' entries durable.
+  impl->fd = zarr::create_temp_directory(final_path, temp);
+  impl->pending = PendingOutput::new_directory(temp, final_path, path);
+  impl->bytes = zarr::create_writer(temp, path, dtype, shape, order, how);
   impl->window = ElementRange{0, impl->info.size()};
   return MappedArray(std::move(impl));
 }

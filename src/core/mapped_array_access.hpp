@@ -62,6 +62,10 @@ class MappedArrayAccess {
   /// written tile by tile by its writer and hidden until commit(), as create_hdf5's.
   static MappedArray create_compressed_hdf5(const std::string& path, DType dtype, const Shape& shape, bool overwrite,
                                             const hdf5::Compression& how);
+  /// A new Zarr array (ooc::create_zarr), written tile by tile by its writer into a hidden
+  /// directory that commit() puts in place.
+  static MappedArray create_zarr(const std::string& path, DType dtype, const Shape& shape, Order order,
+                                 const Compression& how);
   /// The temporary file a pending output from create_npy is written to until commit().
   static std::filesystem::path pending_path(const MappedArray& array);
   /// Maps `window` of the pending output `temp` that another process created (an MPI

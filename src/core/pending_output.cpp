@@ -2,6 +2,7 @@
 
 #include "format/hdf5.hpp"
 #include "format/hdf5/rollback.hpp"
+#include "format/zarr.hpp"
 #include "ooc/error.hpp"
 #include "os/file.hpp"
 
@@ -18,6 +19,14 @@ PendingOutput PendingOutput::new_file(std::filesystem::path temp, std::string fi
       temp,
       [temp, final_path] { os::publish_file(temp, final_path, final_path); },
       [temp] { std::filesystem::remove(temp); });
+}
+
+PendingOutput PendingOutput::new_directory(std::filesystem::path temp, std::filesystem::path final_path,
+                                            std::string shown) {
+  return PendingOutput(
+      {},
+      [temp, final_path, shown] { zarr::publish_directory(temp, final_path, shown); },
+      [temp] { zarr::remove_tree(temp); });
 }
 
 PendingOutput PendingOutput::hidden_dataset(std::string file, std::string temp, std::string final_name,

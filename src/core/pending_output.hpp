@@ -27,6 +27,10 @@ class PendingOutput {
   /// fails, the rename is undone (os::publish_file): the output stays pending, and
   /// whatever file had the final name keeps it.
   static PendingOutput new_file(std::filesystem::path temp, std::string final_path);
+  /// A new directory at `temp` (a Zarr array, zarr::create_temp_directory) put in place as
+  /// `final_path` on publish (zarr::publish_directory: renamed, or exchanged with the array
+  /// it replaces, and the parent synced), removed with its contents on discard.
+  static PendingOutput new_directory(std::filesystem::path temp, std::filesystem::path final_path, std::string shown);
   /// A dataset written under the hidden name `temp` inside the existing HDF5 `file`,
   /// whose every write goes through `transaction` (begun before the first): on publish
   /// moved to `final_name` (replacing a dataset of that name when `overwrite`) and the

@@ -54,6 +54,10 @@ class Parser {
   [[noreturn]] void fail(const std::string& problem) const {
     throw UsageError(path_, "selection [" + std::string(text_) + "]: " + problem);
   }
+  // Where numpy raises IndexError.
+  [[noreturn]] void fail_index(const std::string& problem, const std::string& numpy_text) const {
+    throw IndexError(path_, "selection [" + std::string(text_) + "]: " + problem, numpy_text);
+  }
 
   std::int64_t integer(std::string_view s) const {
     s = trim(s);
@@ -138,9 +142,10 @@ class Parser {
         fail(std::string("mask ") + e.what());
       }
     }
-    if (dtype.kind() != Kind::signed_int && dtype.kind() != Kind::unsigned_int)
-      fail("index array " + file + " holds " + dtype.name() +
-           "; arrays used as indices must be of integer (or boolean) type");
+    if (dtype.kind() != Kind::signed_int && dtype.kind() != Kind::unsigned_int) {
+      const std::string numpy_text = "arrays used as indices must be of integer (or boolean) type";
+      fail_index("index array " + file + " holds " + dtype.name() + "; " + numpy_text, numpy_text);
+    }
     if (indices.shape().size() != 1)
       fail("index array " + file + " has " + std::to_string(indices.shape().size()) +
            " dimensions; only 1-D index arrays are supported");
@@ -443,6 +448,9 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
   auto fail = [&](const std::string& problem) -> void {
     throw UsageError(path, "selection " + selection.text() + ": " + problem);
   };
+  auto fail_index = [&](const std::string& problem) -> void {  // where numpy raises IndexError
+    throw IndexError(path, "selection " + selection.text() + ": " + problem, problem);
+  };
   // A mask covers as many axes as it has dimensions, any other item one.
   auto axes_of = [](const Selection::Item& item) {
     const auto* mask = std::get_if<BoolMask>(&item);
@@ -451,8 +459,8 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
   std::size_t indexed = 0;
   for (const Selection::Item& item : items) indexed += axes_of(item);
   if (indexed > ndim)
-    fail("too many indices for array: array is " + std::to_string(ndim) + "-dimensional, but " +
-         std::to_string(indexed) + " were indexed");
+    fail_index("too many indices for array: array is " + std::to_string(ndim) + "-dimensional, but " +
+               std::to_string(indexed) + " were indexed");
   // Elements between neighbours along each source axis, in the source's memory order.
   const Shape stride = element_strides(shape, source.order);
 
@@ -496,7 +504,7 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
       dims.push_back(std::move(loop));
       if (advanced.empty()) ++slices_before_advanced;
     } else if (const auto* index = std::get_if<std::int64_t>(&item)) {
-      if (*index < -n || *index >= n) fail(out_of_bounds(*index, k, n));
+      if (*index < -n || *index >= n) fail_index(out_of_bounds(*index, k, n));
       layout.base += (*index < 0 ? *index + n : *index) * stride[k];
       advanced.push_back(k);
     } else if (const auto* list = std::get_if<std::vector<std::int64_t>>(&item)) {
@@ -504,7 +512,7 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
       loop.count = static_cast<std::int64_t>(list->size());
       loop.offsets.reserve(list->size());
       for (std::int64_t index : *list) {
-        if (index < -n || index >= n) fail(out_of_bounds(index, k, n));
+        if (index < -n || index >= n) fail_index(out_of_bounds(index, k, n));
         loop.offsets.push_back((index < 0 ? index + n : index) * stride[k]);
       }
       list_at = dims.size();
@@ -514,7 +522,7 @@ Layout resolve(const ArrayInfo& source, const Selection& selection, const std::s
       const BoolMask& mask = std::get<BoolMask>(item);
       list_at = dims.size();
       for (std::size_t j = 0; j < mask.shape().size(); ++j) advanced.push_back(k + j);
-      dims.push_back(mask_loop(mask, shape, stride, k, fail));
+      dims.push_back(mask_loop(mask, shape, stride, k, fail_index));
     }
   }
 

@@ -10,6 +10,8 @@
 
 #include "format/hdf5.hpp"
 #include "format/npy.hpp"
+#include "format/zarr.hpp"
+#include "ooc/zarr.hpp"
 #include "core/mapped_array_access.hpp"
 #include "ooc/error.hpp"
 #include "ooc/mapped_array.hpp"
@@ -314,8 +316,13 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
 
   // The output: a .npy with its header reserved, or for HDF5 a hidden raw file copied
   // into the dataset once its shape is known.
+  // A Zarr output: its store's groups made and its name checked now, its chunks written
+  // from a raw file as HDF5's dataset is.
+  const bool zarr = is_zarr(out_path);
+  if (zarr) zarr::prepare_output(out_path);
+  const bool raw = dataset || zarr;
   const std::string header0 =
-      dataset ? std::string() : npy::make_header(file_dtype, loadtxt_shape(2, kept, columns_known, opt.ndmin), Order::c);
+      raw ? std::string() : npy::make_header(file_dtype, loadtxt_shape(2, kept, columns_known, opt.ndmin), Order::c);
   text::AppendFile out(dataset ? dataset->file : out_path, out_path);
   out.skip_to(header0.size());
 
@@ -368,6 +375,24 @@ TextImportResult import_text(const std::string& text_path, const std::string& ou
   const std::uint64_t data_bytes = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(kept) *
                                    static_cast<std::uint64_t>(dtype.itemsize());
 
+  if (zarr) {  // the chunks compressed and written in order, from the raw file
+    MappedArray array = create_zarr(out_path, file_dtype, result.shape);
+    detail::TileWriter& writer = *detail::MappedArrayAccess::writer(array);
+    const std::int64_t total = array.size();
+    const auto item = static_cast<std::uint64_t>(file_dtype.itemsize());
+    const std::int64_t step = std::max<std::int64_t>(1, static_cast<std::int64_t>((std::uint64_t{8} << 20) / item));
+    std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::int64_t>(std::max<std::int64_t>(total, 1), step)) * item);
+    for (std::int64_t at = 0; at < total; at += step) {
+      const std::int64_t end = std::min(total, at + step);
+      const std::size_t n = static_cast<std::size_t>(end - at) * item;
+      if (os::read_at(out.fd(), buf.data(), n, static_cast<std::uint64_t>(at) * item, out_path) != n)
+        throw Error(out_path, "temporary file shorter than written");
+      std::unique_ptr<detail::Fetched> encoded = writer.encode(at, end, buf.data(), nullptr);
+      writer.write(at, end, buf.data(), encoded.get());
+    }
+    array.commit();
+    return result;
+  }
   if (!dataset) {
     const std::string header = npy::make_header(file_dtype, result.shape, Order::c);
     if (header.size() != header0.size()) {  // a 0-d result, a 1-row one: move the data

@@ -37,6 +37,7 @@ ErrorText describe(std::exception_ptr failure) {
   switch (error.kind) {
     case ErrorKind::cancelled: throw Cancelled(error.path, error.problem);
     case ErrorKind::usage: throw UsageError(error.path, error.problem, error.option);
+    case ErrorKind::index: throw IndexError(error.path, error.problem, error.problem);
     default: throw Error(error.path, error.problem, error.kind, error.option);
   }
 }

@@ -233,7 +233,7 @@ class FailureTest(MpiCase):
         self.assert_one_line_failure(
             mpirun(2, "apply", "add-one", self.tmp.file("truncated.npy"), "-o", self.tmp.file("out.npy")),
             1, "truncated.npy")
-        self.assert_one_line_failure(mpirun(3, "reduce", "median", self.tmp.file("good.npy")), 2,
+        self.assert_one_line_failure(mpirun(3, "reduce", "mode", self.tmp.file("good.npy")), 2,
                                      "unknown reduction")
         self.assertEqual(leftovers(self.tmp.path, ["good.npy", "truncated.npy"]), [])
 

@@ -207,10 +207,11 @@ class InterruptTest(Case):
         self.assertIn("a.npy: SIGTERM: cancelled after ", line)
         self.assertIn("the array may be partly rewritten (--no-journal: the run cannot be resumed)", line)
         self.assertEqual(leftovers(self.dir), [])
-        # What a stopped run without a journal leaves: every element is a or a + 1, some of both.
+        # What a stopped run without a journal leaves: every element is a or a + 1 (which
+        # ones depends on when the signal came: on a loaded machine it can land before the
+        # first tile is written, so "some of both" is not asserted).
         b = np.load(self.path("a.npy"))
         self.assertTrue(np.all((b == a) | (b == a + 1)))
-        self.assertTrue(np.any(b == a + 1) and np.any(b == a))
 
     def test_ctrl_c_before_any_tile_leaves_the_array_unchanged_and_no_journal(self):
         a = np.arange(1000.0)

@@ -175,6 +175,15 @@ def test_broadcasting_and_numpy_s_broadcast_error(directory):
         assert str(got.value) == str(expected.value)
     with pytest.raises(ValueError, match=r"^operands could not be broadcast together with shapes \(40,6\) \(5,\) $"):
         a + np.zeros(5)
+    # two arrays in files, as the issue writes it
+    three, four = ooc.open(save(directory, "three.npy", np.arange(3.0))), ooc.open(save(directory, "four.npy", np.arange(4.0)))
+    for make in (lambda x, y: x + y, lambda x, y: np.sin(x) * y, lambda x, y: (x > 0) & (y > 0),
+                 lambda x, y: np.where(x > 0, x, y)):
+        with pytest.raises(ValueError) as expected:
+            make(np.arange(3.0), np.arange(4.0))
+        with pytest.raises(ValueError, match=r"^operands could not be broadcast together with shapes \(3,\) (\(3,\) )?\(4,\) $") as got:
+            make(three, four)
+        assert str(got.value) == str(expected.value)
 
 
 REDUCTIONS = ["sum", "prod", "mean", "min", "max", "argmin", "argmax", "count_nonzero", "any", "all", "nansum",

@@ -271,12 +271,170 @@ class LinalgTest(unittest.TestCase):
             ooc.qr(self.save("h.npy", np.ones((4, 2), np.float16)))
         with self.assertRaisesRegex(ValueError, "Array must be two-dimensional"):
             ooc.svd(self.save("v.npy", np.ones(4)), compute_uv=False)
-        with self.assertRaisesRegex(ValueError, "only mode='r'"):
-            ooc.qr(x32, mode="reduced")
+        with self.assertRaisesRegex(ValueError, "Unrecognized mode 'full'"):
+            ooc.qr(x32, mode="full")
         wide = np.arange(12.0).reshape(2, 6) ** 1.5  # N < M: R is (2, 6), as numpy's
         got = ooc.qr(self.save("w.npy", wide))
         want = np.linalg.qr(wide, mode="r")
         assert_close(self, got, want * np.sign(np.diag(want))[:, None], 1e-13, "wide qr")
+
+    def check_factors(self, x, q, r, what, orthogonality=1e-12, backward=1e-13):
+        """Q R = x to `backward` of ‖x‖, QᵀQ = I to `orthogonality`, R upper triangular."""
+        q, r = np.asarray(q, dtype=np.float64), np.asarray(r, dtype=np.float64)
+        k = min(x.shape)
+        self.assertEqual(q.shape, (x.shape[0], k), what)
+        self.assertEqual(r.shape, (k, x.shape[1]), what)
+        np.testing.assert_array_equal(np.tril(r, -1), 0, err_msg=what)
+        self.assertLessEqual(np.abs(q.T @ q - np.eye(k)).max(), orthogonality, what)
+        self.assertLessEqual(np.linalg.norm(q @ r - x) / np.linalg.norm(x), backward, what)
+
+    def test_qr_reduced_and_svd_at_condition_1e10_c_f_file_and_memory(self):
+        rng = np.random.default_rng(23)
+        n, m = 40_000, 6
+        u, _ = np.linalg.qr(rng.normal(size=(n, m)))
+        v, _ = np.linalg.qr(rng.normal(size=(m, m)))
+        x = (u * np.logspace(0, -10, m)) @ v.T * 1e3
+        want_q, want_r = np.linalg.qr(x)
+        signs = np.sign(np.diag(want_r))  # ooc's R has a non-negative diagonal, Q the matching columns
+        want_u, want_s, want_vt = np.linalg.svd(x, full_matrices=False)
+        for order in "CF":
+            path = self.save(f"x{order}.npy", np.asarray(x, order=order))
+            q, r = ooc.qr(path, mode="reduced")
+            self.assertIsInstance(q, np.ndarray)
+            self.check_factors(x, q, r, f"qr {order}")
+            assert_close(self, r, want_r * signs[:, None], 1e-13, f"R {order}")
+            # Q's column j is as conditioned as R's leading j+1 columns: a forward error of eps r_00 / r_jj
+            column_error = np.abs(q - want_q * signs).max(axis=0)
+            self.assertTrue(np.all(column_error <= 1e-13 * r[0, 0] / np.diag(r)), f"Q {order}: {column_error}")
+            self.assertEqual(r.tobytes(), ooc.qr(path).tobytes(), "R as mode='r'")
+            q_file, r_file = ooc.qr(path, mode="reduced", out=self.tmp.file(f"q{order}.h5:/q"), threads=3,
+                                    tile_bytes="64K")
+            self.assertIsInstance(q_file, ooc.Array)
+            self.assertEqual(np.asarray(q_file).tobytes(), q.tobytes(), f"Q bits, threads and tiles {order}")
+            self.assertEqual(r_file.tobytes(), r.tobytes())
+            u_got, s, vt = ooc.svd(path)
+            self.assertLessEqual(np.abs(s - want_s).max(), 1e-12 * want_s[0], order)
+            self.assertLessEqual(np.abs(u_got.T @ u_got - np.eye(m)).max(), 1e-12, order)
+            self.assertLessEqual(np.abs(vt @ vt.T - np.eye(m)).max(), 1e-12, order)
+            self.assertLessEqual(np.linalg.norm((u_got * s) @ vt - x) / np.linalg.norm(x), 1e-13, order)
+            pair_signs = np.sign(np.sum(vt * want_vt, axis=1))  # each pair (u_i, v_i) up to its sign
+            assert_close(self, vt * pair_signs[:, None], want_vt, 1e-5, f"Vt {order}")
+            self.assertEqual(s.tobytes(), ooc.svd(path, compute_uv=False).tobytes())
+            u_file = ooc.svd(path, out=self.tmp.file(f"u{order}.npy"), threads=1, tile_bytes="16M")[0]
+            self.assertEqual(np.asarray(u_file).tobytes(), u_got.tobytes(), f"U bits {order}")
+
+    def test_qr_and_svd_shapes_dtypes_rank_deficiency_and_cli(self):
+        rng = np.random.default_rng(25)
+        # N < M, one row, one column, a chunk boundary's last rows fewer than M, rank deficiency
+        cases = [rng.normal(size=(3, 7)), rng.normal(size=(1, 4)), rng.normal(size=(5000, 1)),
+                 rng.normal(size=(4097, 24)), np.repeat(rng.normal(size=(3000, 2)), 3, axis=1),
+                 np.zeros((300, 3))]
+        for i, x in enumerate(cases):
+            what = f"{x.shape} case {i}"
+            path = self.save(f"c{i}.npy", x)
+            q, r = ooc.qr(path, mode="reduced")
+            scale = np.linalg.norm(x) or 1.0
+            k = min(x.shape)
+            self.assertLessEqual(np.abs(q.T @ q - np.eye(k)).max(), 1e-12, what)
+            self.assertLessEqual(np.linalg.norm(q @ r - x) / scale, 1e-13, what)
+            u, s, vt = ooc.svd(path)
+            self.assertLessEqual(np.abs(u.T @ u - np.eye(k)).max(), 1e-12, what)
+            self.assertLessEqual(np.linalg.norm((u * s) @ vt - x) / scale, 1e-13, what)
+            want_s = np.linalg.svd(x, compute_uv=False)
+            self.assertLessEqual(np.abs(s - want_s).max(), 1e-12 * max(want_s[0], 1.0), what)
+        for dtype in ("f4", ">f8", "i2", "u1", "b1"):
+            x = (rng.normal(size=(500, 3)) * 10).astype(dtype)
+            path = self.save(f"d{dtype[-2:]}.npy", x)
+            q, r = ooc.qr(path, mode="reduced")
+            for got, want in zip((q, r) + ooc.svd(path), np.linalg.qr(x) + tuple(np.linalg.svd(x, full_matrices=False))):
+                self.assertEqual(got.dtype, want.dtype, dtype)
+            tolerance = 1e-5 if dtype == "f4" else 1e-12
+            self.check_factors(x.astype(np.float64), q, r, dtype, tolerance, tolerance)
+        for shape in ((0, 3), (3, 0)):
+            x = np.zeros(shape)
+            path = self.save("e.npy", x)
+            want_q, want_r = np.linalg.qr(x)
+            q, r = ooc.qr(path, mode="reduced")
+            self.assertEqual((q.shape, r.shape), (want_q.shape, want_r.shape), shape)
+            got = ooc.svd(path)
+            want = np.linalg.svd(x, full_matrices=False)
+            self.assertEqual([a.shape for a in got], [a.shape for a in want], shape)
+            self.assertEqual(ooc.svd(path, compute_uv=False).shape, (0,), shape)
+        # CLI: qr -o writes Q, svd --json prints s and vt, svd -o writes U
+        x = rng.normal(size=(20_000, 5)) * np.logspace(0, -8, 5)
+        path = self.save("x.npy", np.asfortranarray(x))
+        result = loads(run("linalg", "qr", path, "-o", self.tmp.file("q.npy"), "--json", "--quiet").stdout)
+        self.assertEqual(result["output"], self.tmp.file("q.npy"))
+        self.check_factors(x, np.load(self.tmp.file("q.npy")), np.array(result["value"]), "CLI qr")
+        np.testing.assert_array_equal(np.load(self.tmp.file("q.npy")), ooc.qr(path, mode="reduced")[0])
+        result = loads(run("linalg", "svd", path, "--json", "--quiet").stdout)
+        u, s, vt = ooc.svd(path)
+        np.testing.assert_array_equal(np.array(result["s"]), s)
+        np.testing.assert_array_equal(np.array(result["vt"]), vt)
+        self.assertNotIn("output", result)
+        run("linalg", "svd", path, "-o", self.tmp.file("u.h5:/u"), "--quiet")
+        self.assertEqual(ooc.open(self.tmp.file("u.h5:/u")).read().tobytes(), u.tobytes())
+
+    def test_qr_and_svd_refusals(self):
+        x = self.save("x.npy", np.ones((6, 2)))
+        with self.assertRaisesRegex(ValueError, "full_matrices=True"):
+            ooc.svd(x, full_matrices=True)
+        with self.assertRaisesRegex(ValueError, "mode='complete' is not supported"):
+            ooc.qr(x, mode="complete")
+        with self.assertRaisesRegex(ValueError, "out= is where Q goes"):
+            ooc.qr(x, out=self.tmp.file("q.npy"))
+        with self.assertRaisesRegex(ValueError, "Array must be two-dimensional"):
+            ooc.svd(self.save("v.npy", np.ones(4)))
+        with self.assertRaisesRegex(ValueError, "output is the input"):
+            ooc.qr(x, mode="reduced", out=x)
+        # Q of a (2e11, 2) float64 array (a sparse file) cannot be held in memory
+        big = self.tmp.file("big.npy")
+        with open(big, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (200_000_000_000, 2)})
+            header = f.tell()
+        os.truncate(big, header + 200_000_000_000 * 16)
+        for call in (lambda: ooc.qr(big, mode="reduced"), lambda: ooc.svd(big)):
+            with self.assertRaisesRegex(MemoryError, "write it to a file with out="):
+                call()
+        os.remove(big)
+        for op, extra in (("qr", ["-o", x]), ("gram", ["-o", self.tmp.file("no.npy")]),
+                          ("svd", ["-o", self.tmp.file("no.h5")])):
+            proc = run("linalg", op, x, *extra, check=False)
+            self.assertIn(proc.returncode, (1, 2), (op, proc.stderr))
+            self.assertEqual(proc.stderr.count("\n"), 1, proc.stderr)
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["v.npy", "x.npy"])  # nothing written
+
+    def test_nan_inf_and_fewer_rows_than_columns_in_qr_svd_lstsq_as_numpy(self):
+        rng = np.random.default_rng(27)
+        x = rng.normal(size=(3000, 4))
+        y = x @ np.arange(1.0, 5.0)
+        y_path = self.save("y.npy", y)
+        for value in (np.nan, np.inf):
+            bad = x.copy()
+            bad[2500, 1] = value
+            path = self.save("bad.npy", bad)
+            for call in (lambda: ooc.svd(path, compute_uv=False), lambda: ooc.svd(path),
+                         lambda: ooc.lstsq(path, y_path)):
+                with self.assertRaisesRegex(np.linalg.LinAlgError, "SVD did not converge"):
+                    call()
+            proc = run("linalg", "svd", path, check=False)
+            self.assertEqual((proc.returncode, proc.stderr.count("\n")), (1, 1), proc.stderr)
+            self.assertIn("SVD did not converge", proc.stderr)
+            q, r = ooc.qr(path, mode="reduced")  # numpy's QR propagates it
+            self.assertTrue(np.isnan(q).any() and not np.isfinite(r).all())
+        bad_y = y.copy()
+        bad_y[7] = np.nan  # NaN in y alone: numpy's NaN solution and residuals, finite s
+        got = ooc.lstsq(self.save("x.npy", x), self.save("ny.npy", bad_y))
+        want = np.linalg.lstsq(x, bad_y, rcond=None)
+        self.assertTrue(np.isnan(got[0]).all() and np.isnan(got[1]).all())
+        self.assertEqual(got[2], want[2])
+        self.assertLessEqual(np.abs(got[3] - want[3]).max(), 1e-12 * want[3][0])
+        wide = rng.normal(size=(3, 5))  # N < M: the minimum-norm solution, no residuals, as numpy's
+        w_path, wy_path = self.save("w.npy", wide), self.save("wy.npy", np.arange(3.0))
+        got, want = ooc.lstsq(w_path, wy_path), np.linalg.lstsq(wide, np.arange(3.0), rcond=None)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-12)
+        self.assertEqual((got[1].shape, got[2]), (want[1].shape, want[2]))
+        assert_close(self, ooc.cov(w_path, rowvar=False), np.cov(wide, rowvar=False), 1e-12, "cov N < M")
 
     def test_lstsq_at_condition_1e6_against_numpy(self):
         rng = np.random.default_rng(31)

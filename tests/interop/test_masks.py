@@ -233,6 +233,31 @@ class MaskTest(unittest.TestCase):
         self.assertIn(f"{mask}: file shrank while being read", proc.stderr)
         self.assertFalse(os.path.exists(out))
 
+    def test_a_mask_rewritten_under_a_copy_fails_it_and_leaves_nothing(self):
+        # The mask keeps its size but loses true elements after it was counted (written in
+        # place by another process): the copy fails naming it, and neither the output nor
+        # its hidden temporary is left.
+        a = sample("<f8", (2000000, 2), seed=23)
+        path, mask = self.tmp.save("a.npy", a), self.tmp.save("m.npy", np.ones(2000000, bool))
+        out = self.tmp.file("out.npy")
+        script = (f"import os, time\n"
+                  f"d, deadline = {self.tmp.path!r}, time.time() + 20\n"
+                  f"while not [n for n in os.listdir(d) if n.startswith('.out.npy')] and time.time() < deadline:\n"
+                  f"    time.sleep(0.0002)\n"
+                  f"with open({mask!r}, 'r+b') as f:\n"
+                  f"    f.seek(os.path.getsize({mask!r}) - 1000000)\n"
+                  f"    f.write(bytes(1000000))\n")
+        cutter = subprocess.Popen([sys.executable, "-c", script])
+        proc = run("copy", f"{path}[@{mask}]", "-o", out, "--threads", "1", "--tile-bytes", "8K",
+                   check=False, environment=STREAMED)
+        cutter.wait()
+        if proc.returncode == 0:
+            self.skipTest("the copy finished before the mask was rewritten")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+        self.assertIn(f"{mask}: changed while being read", proc.stderr)
+        self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy", "m.npy"])
+
 
 class PythonMaskTest(unittest.TestCase):
     """ooc.Array[m]: a bool ndarray (or list of bools) or a bool ooc.Array, as numpy's a[m]."""
@@ -290,6 +315,71 @@ class PythonMaskTest(unittest.TestCase):
                 with self.assertRaises(IndexError) as ooc_error:
                     x[key]
                 self.assertEqual(str(ooc_error.exception), str(numpy_error.exception))
+
+    def test_index_errors_are_numpys_exception_and_text(self):
+        # Where numpy raises IndexError (or TypeError), a[key] raises it with numpy's words
+        # alone; the library's index errors are of their own kind, not its usage errors.
+        ooc = self.ooc
+        a = np.arange(40.0).reshape(10, 4)
+        path = self.tmp.save("a.npy", a)
+        x = ooc.open(path)
+        rows = ooc.open(self.tmp.save("rows.npy", np.array([0, 10])))
+        floats = ooc.open(self.tmp.save("floats.npy", np.ones(10)))
+        keys = [10, -11, (1, 2, 3), (slice(None), 4), (0, -5), [0, 10], (slice(None), [1, -5]), ([2, 3], 9),
+                (slice(2, None), [4]), 0.5, "a", [0.5], [1, "a"], np.array([1.0]), (1, 0.5), slice(0.5, 2),
+                (Ellipsis, 4), (rows,), (floats,), (slice(None), rows)]
+        for key in keys:
+            numpy_key = tuple(np.asarray(k) if isinstance(k, ooc.Array) else k for k in key) \
+                if isinstance(key, tuple) else key
+            with self.subTest(key=repr(key)[:60]):
+                with self.assertRaises((IndexError, TypeError)) as numpy_error:
+                    a[numpy_key]
+                with self.assertRaises(Exception) as ooc_error:
+                    x[key]
+                self.assertIs(type(ooc_error.exception), type(numpy_error.exception))
+                self.assertEqual(str(ooc_error.exception), str(numpy_error.exception))
+        # the same selections written as text, and their errors' kind
+        for text, numpy_key in [("10", 10), (":, 4", (slice(None), 4)), ("0, 0, 0", (0, 0, 0)),
+                                (f"@{rows.path}", np.array([0, 10])), (f"@{floats.path}", np.ones(10))]:
+            with self.subTest(text=text):
+                with self.assertRaises(IndexError) as numpy_error:
+                    a[numpy_key]
+                with self.assertRaises(IndexError) as ooc_error:
+                    ooc.open(f"{path}[{text}]")
+                self.assertEqual(str(ooc_error.exception), str(numpy_error.exception))
+                self.assertEqual(ooc_error.exception.kind, "index")
+        with self.assertRaisesRegex(ValueError, "slice step cannot be zero"):  # numpy's ValueError
+            ooc.open(f"{path}[::0]")
+
+    def test_a_mask_file_changed_during_a_call_raises_and_leaves_nothing(self):
+        # Rewritten in place (its last half set false) once the run has started, from the
+        # run's own progress callback: the call raises ooc.Error naming the mask, and the
+        # copy leaves no file.
+        ooc = self.ooc
+        x = ooc.open(self.tmp.save("a.npy", sample("<f8", (1 << 20, 2), seed=24)))
+        mask_path = self.tmp.save("m.npy", np.ones(1 << 20, bool))
+        m = ooc.open(mask_path)
+        out = self.tmp.file("out.npy")
+        for shrink in (False, True):
+            np.save(mask_path, np.ones(1 << 20, bool))
+            rewritten = []
+
+            def rewrite(done, total):
+                if not rewritten:
+                    with open(mask_path, "r+b") as f:
+                        if shrink:
+                            f.truncate(os.path.getsize(mask_path) - (1 << 19))
+                        else:
+                            f.seek(-(1 << 19), os.SEEK_END)
+                            f.write(bytes(1 << 19))
+                    rewritten.append(done)
+            with self.subTest(shrink=shrink):
+                with self.assertRaises(ooc.Error) as raised:  # 2^20 true elements: streamed
+                    ooc.copy(x[m], out=out, threads=1, tile_bytes="64K", progress=rewrite)
+                self.assertLess(rewritten[0], 1 << 23)
+                said = "file shrank while being read" if shrink else "changed while being read"
+                self.assertIn(f"{mask_path}: {said}", str(raised.exception))
+                self.assertEqual(sorted(os.listdir(self.tmp.path)), ["a.npy", "m.npy"])
 
     def test_an_in_memory_mask_leaves_nothing_behind(self):
         ooc = self.ooc

@@ -184,7 +184,8 @@ class CommandLineTest(unittest.TestCase):
         for args, message in [(["sum,mean", path, "--axis", "0", "-o", out], "reduce -o takes one operation"),
                               (["sum,mean", path, "-o", out], "reduce -o takes one operation"),
                               (["sum,sum", path], "'sum' is named twice"),
-                              (["sum,median", path], "unknown reduction 'median'"),
+                              (["sum,mode", path], "unknown reduction 'mode'"),
+                              (["sum,median", path], "median is computed alone"),
                               (["sum,", path], "unknown reduction ''"),
                               (["sum,histogram", path, "--axis", "0"], "histogram takes no --axis"),
                               (["sum,mean", path, "--axis", "2"], "axis 2 is out of bounds for array of dimension 2")]:

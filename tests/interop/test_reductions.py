@@ -188,9 +188,9 @@ class ReduceTest(unittest.TestCase):
                     np.testing.assert_allclose(got, REDUCTIONS[op](a), rtol=1e-12, err_msg=f"{op} at {offset}")
 
     def test_unknown_reductions_are_usage_errors(self):
-        proc = run("reduce", "median", self.tmp.save("a.npy", np.arange(3.0)), check=False)
+        proc = run("reduce", "mode", self.tmp.save("a.npy", np.arange(3.0)), check=False)
         self.assertEqual(proc.returncode, 2)
-        self.assertIn("unknown reduction 'median'", proc.stderr)
+        self.assertIn("unknown reduction 'mode'", proc.stderr)
 
 
 class HistogramTest(unittest.TestCase):

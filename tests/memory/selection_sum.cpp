@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     std::printf("%.17g\n", sum);
   } catch (const ooc::Error& e) {
     std::fprintf(stderr, "selection_sum: %s\n", e.what());
-    return e.kind() == ooc::ErrorKind::usage ? 2 : 1;
+    return e.kind() == ooc::ErrorKind::usage || e.kind() == ooc::ErrorKind::index ? 2 : 1;
   }
   return 0;
 }

@@ -82,7 +82,9 @@ class ChunkWriter final : public detail::TileWriter {
                                 "; Debian: hdf5-filter-plugin" + (id == filters::kBlosc ? "-blosc-serial" : "") +
                                 "), so h5py could not read the dataset either");
     };
-    if (how.codec == "gzip") {
+    if (how.codec == "zstd")  // Zarr's codec; an HDF5 dataset has it through its blosc filter
+      throw UsageError(label_, "compression zstd is a Zarr compressor: an HDF5 dataset takes blosc:zstd", "compression");
+    if (how.codec == "gzip" || how.codec == "zlib") {  // HDF5's deflate filter writes a zlib stream
       const unsigned level = static_cast<unsigned>(how.level < 0 ? 4 : how.level);
       check(H5Pset_deflate(dcpl.get(), level), label_, kCannot);
       pipeline_.push_back({filters::kDeflate, {level}});
@@ -265,16 +267,17 @@ void Compression::parse_codec(const std::string& text) {
     return t[0] - '0';
   };
   into.codec = parts[0];
-  if (parts[0] == "gzip" && parts.size() <= 2) {
+  if ((parts[0] == "gzip" || parts[0] == "zlib" || parts[0] == "zstd") && parts.size() <= 2) {
     if (parts.size() == 2) into.level = level(parts[1]);
-  } else if (parts[0] == "lz4" && parts.size() == 1) {
+  } else if ((parts[0] == "lz4" || parts[0] == "none") && parts.size() == 1) {
   } else if (parts[0] == "blosc" && parts.size() <= 3) {
     if (parts.size() >= 2) into.blosc_codec = parts[1];
     if (hdf5::filters::blosc_codec_number(into.blosc_codec.c_str()) < 0)
       throw UsageError("compression " + text + ": blosc's codecs are blosclz, lz4, lz4hc, zlib, zstd");
     if (parts.size() == 3) into.level = level(parts[2]);
   } else {
-    throw UsageError("compression " + text + ": give gzip[:LEVEL], lz4 or blosc[:CODEC[:LEVEL]]");
+    throw UsageError("compression " + text + ": give gzip[:LEVEL], zlib[:LEVEL], zstd[:LEVEL], lz4, blosc[:CODEC[:LEVEL]] "
+                     "or none");
   }
 }
 

@@ -1,9 +1,9 @@
 #include "format/hdf5/filters.hpp"
 
+#include "format/codecs.hpp"
+
 #include <blosc.h>
-#include <libdeflate.h>
 #include <lz4.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -18,41 +18,6 @@ std::uint32_t be32(const std::byte* p) {
   return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | std::uint32_t(p[3]);
 }
 std::uint64_t be64(const std::byte* p) { return (std::uint64_t(be32(p)) << 32) | be32(p + 4); }
-
-// One libdeflate decompressor per thread (they are not shared between threads).
-libdeflate_decompressor* deflater() {
-  struct Owner {
-    libdeflate_decompressor* d = libdeflate_alloc_decompressor();
-    ~Owner() { libdeflate_free_decompressor(d); }
-  };
-  thread_local Owner owner;
-  if (owner.d == nullptr) throw std::bad_alloc();
-  return owner.d;
-}
-
-std::size_t inflate_zlib(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
-  std::size_t actual = 0;
-  if (libdeflate_zlib_decompress(deflater(), in.data(), in.size(), out, capacity, &actual) == LIBDEFLATE_SUCCESS)
-    return actual;
-  // libdeflate refuses some streams zlib accepts (a stream that ends without its final
-  // block marked, say): zlib has the last word, as in HDF5's own filter.
-  if (in.size() > std::numeric_limits<uInt>::max() || capacity > std::numeric_limits<uInt>::max())
-    throw FilterError("chunk too large for zlib");
-  z_stream z{};
-  if (inflateInit(&z) != Z_OK) throw std::bad_alloc();
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out);
-  z.avail_out = static_cast<uInt>(capacity);
-  const int status = inflate(&z, Z_FINISH);
-  const std::size_t done = capacity - z.avail_out;
-  const bool out_full = z.avail_out == 0;
-  inflateEnd(&z);
-  if (status == Z_STREAM_END) return done;
-  if (status == Z_BUF_ERROR && out_full)
-    throw FilterError("deflate data decodes to more than " + std::to_string(capacity) + " bytes");
-  throw FilterError(status == Z_BUF_ERROR ? "deflate data ends early (truncated chunk)" : "corrupt deflate data");
-}
 
 // The HDF5 LZ4 filter (32004): an 8-byte original size and a 4-byte block size, both big
 // endian, then per block its 4-byte compressed size and LZ4 data (stored as is when it
@@ -86,19 +51,6 @@ std::size_t unlz4(std::span<const std::byte> in, std::byte* out, std::size_t cap
     done += want;
   }
   return static_cast<std::size_t>(total);
-}
-
-// The Blosc filter (32001): one Blosc (1.x) buffer, which holds its own shuffle and codec
-// (blosclz, lz4, lz4hc, zlib, zstd).
-std::size_t unblosc(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
-  std::size_t total = 0;
-  if (in.size() < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(in.data(), in.size(), &total) < 0)
-    throw FilterError("corrupt or truncated blosc data");
-  if (total > capacity) throw FilterError("blosc chunk claims " + std::to_string(total) + " bytes, more than a chunk");
-  if (total == 0) return 0;
-  const int got = blosc_decompress_ctx(in.data(), out, total, 1);
-  if (got <= 0 || static_cast<std::size_t>(got) != total) throw FilterError("corrupt blosc data");
-  return total;
 }
 
 // Bitshuffle's transpose of an 8x8 matrix of bits held in a word (byte m, bit b <-> byte
@@ -211,32 +163,6 @@ std::size_t unbitshuffle(std::span<const std::byte> in, std::byte* out, std::siz
   return static_cast<std::size_t>(total);
 }
 
-template <std::size_t K>
-void unshuffle_fixed(const std::byte* in, std::byte* out, std::size_t n) {
-  // Blocks of elements keep the K input streams and the output in cache.
-  constexpr std::size_t kBlock = 4096;
-  for (std::size_t lo = 0; lo < n; lo += kBlock) {
-    const std::size_t hi = std::min(n, lo + kBlock);
-    for (std::size_t i = lo; i < hi; ++i)
-      for (std::size_t j = 0; j < K; ++j) out[i * K + j] = in[j * n + i];
-  }
-}
-
-// One libdeflate compressor per thread and level.
-libdeflate_compressor* compressor(int level) {
-  struct Owner {
-    libdeflate_compressor* c[13] = {};
-    ~Owner() {
-      for (auto* p : c)
-        if (p) libdeflate_free_compressor(p);
-    }
-  };
-  thread_local Owner owner;
-  level = std::clamp(level, 0, 12);
-  if (owner.c[level] == nullptr) owner.c[level] = libdeflate_alloc_compressor(level);
-  if (owner.c[level] == nullptr) throw std::bad_alloc();
-  return owner.c[level];
-}
 
 }  // namespace
 
@@ -253,23 +179,14 @@ void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipe
       case kShuffle: {
         const std::size_t k = !f.values.empty() && f.values[0] > 0 ? f.values[0] : item;
         if (v.size() < n) v.resize(n);
-        const std::size_t count = k > 1 ? n / k : 0;
-        if (count <= 1) {
-          if (n > 0) std::memcpy(v.data(), current.data(), n);
-        } else {
-          for (std::size_t j = 0; j < k; ++j)
-            for (std::size_t i = 0; i < count; ++i) v[j * count + i] = current[i * k + j];
-          if (n > count * k) std::memcpy(v.data() + count * k, current.data() + count * k, n - count * k);
-        }
+        codecs::shuffle(current.data(), v.data(), n, k);
         size = n;
         break;
       }
       case kDeflate: {
-        libdeflate_compressor* c = compressor(f.values.empty() ? 6 : static_cast<int>(f.values[0]));
-        const std::size_t bound = libdeflate_zlib_compress_bound(c, n);
+        const std::size_t bound = codecs::compress_bound(n);
         if (v.size() < bound) v.resize(bound);
-        size = libdeflate_zlib_compress(c, current.data(), n, v.data(), bound);
-        if (size == 0) throw FilterError("deflate could not compress a chunk");
+        size = codecs::zlib_compress(current, f.values.empty() ? 6 : static_cast<int>(f.values[0]), v.data(), bound);
         break;
       }
       case kLz4: {  // one block (the filter's default block is 1 GiB), stored as is when it does not shrink
@@ -305,11 +222,9 @@ void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipe
         const char* codec = "blosclz";
         if (f.values.size() > 6 && blosc_compcode_to_compname(static_cast<int>(f.values[6]), &codec) < 0)
           throw FilterError("unknown blosc codec " + std::to_string(f.values[6]));
-        const std::size_t bound = n + BLOSC_MAX_OVERHEAD;
+        const std::size_t bound = codecs::compress_bound(n);
         if (v.size() < bound) v.resize(bound);
-        const int c = blosc_compress_ctx(level, shuffle, item, n, current.data(), v.data(), bound, codec, 0, 1);
-        if (c <= 0) throw FilterError("blosc could not compress a chunk");
-        size = static_cast<std::size_t>(c);
+        size = codecs::blosc_compress(current, item, level, shuffle, codec, v.data(), bound);
         break;
       }
       default: throw FilterError("filter " + std::to_string(f.id) + " is not one ooc encodes");
@@ -320,7 +235,7 @@ void encode(std::span<const std::byte> elements, const std::vector<Filter>& pipe
   out.assign(current.begin(), current.end());
 }
 
-int blosc_codec_number(const char* name) { return blosc_compname_to_compcode(name); }
+int blosc_codec_number(const char* name) { return codecs::blosc_codec_number(name); }
 
 bool decodable(unsigned id) {
   return id == kDeflate || id == kShuffle || id == kFletcher32 || id == kLzf || id == kBlosc || id == kLz4 ||
@@ -338,6 +253,10 @@ const char* name_of(unsigned id) {
     case kBitshuffle: return "bitshuffle";
     default: return "";
   }
+}
+
+void unshuffle(const std::byte* in, std::byte* out, std::size_t size, std::size_t item) {
+  codecs::unshuffle(in, out, size, item);
 }
 
 std::uint32_t fletcher32(const std::byte* data, std::size_t size) {
@@ -364,23 +283,6 @@ std::uint32_t fletcher32(const std::byte* data, std::size_t size) {
   sum1 = (sum1 & 0xffff) + (sum1 >> 16);
   sum2 = (sum2 & 0xffff) + (sum2 >> 16);
   return (sum2 << 16) | sum1;
-}
-
-void unshuffle(const std::byte* in, std::byte* out, std::size_t size, std::size_t item) {
-  const std::size_t n = item > 1 ? size / item : 0;
-  if (n <= 1) {  // HDF5 leaves such a chunk as it is
-    if (size > 0) std::memcpy(out, in, size);
-    return;
-  }
-  switch (item) {
-    case 2: unshuffle_fixed<2>(in, out, n); break;
-    case 4: unshuffle_fixed<4>(in, out, n); break;
-    case 8: unshuffle_fixed<8>(in, out, n); break;
-    default:
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t j = 0; j < item; ++j) out[i * item + j] = in[j * n + i];
-  }
-  if (size > n * item) std::memcpy(out + n * item, in + n * item, size - n * item);  // bytes after the last element
 }
 
 std::size_t lzf_decompress(std::span<const std::byte> in, std::byte* out, std::size_t capacity) {
@@ -471,9 +373,9 @@ const std::byte* decode(std::span<const std::byte> stored, const std::vector<Fil
     }
     std::size_t size = 0;
     switch (f.id) {
-      case kDeflate: size = inflate_zlib(current, out, capacity); break;
+      case kDeflate: size = codecs::zlib_decompress(current, out, capacity); break;
       case kLz4: size = unlz4(current, out, capacity); break;
-      case kBlosc: size = unblosc(current, out, capacity); break;
+      case kBlosc: size = codecs::blosc_decompress(current, out, capacity); break;
       case kLzf: size = lzf_decompress(current, out, capacity); break;
       case kBitshuffle: size = unbitshuffle(current, out, capacity, f.values); break;
       case kShuffle: {

@@ -4,9 +4,12 @@
 // Filter numbers are HDF5's and the plugins' that h5py and hdf5plugin write: deflate (1),
 // shuffle (2), fletcher32 (3), lzf (32000), blosc (32001), lz4 (32004), bitshuffle (32008,
 // alone or with its lz4 or zstd; decoded only: no Debian plugin writes it). Nothing here
-// calls HDF5; every function is safe on any input (a corrupt chunk is a FilterError).
+// calls HDF5; every function is safe on any input (a corrupt chunk is a FilterError). The
+// codecs themselves are format/codecs.hpp's, which Zarr's chunks share.
 
 #include "format/layer.hpp"
+
+#include "format/codecs.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -25,11 +28,9 @@ struct Filter {
   std::vector<unsigned> values;
 };
 
-/// What is wrong with a chunk, in a few words ("corrupt deflate data", "checksum mismatch").
-class FilterError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+/// What is wrong with a chunk, in a few words ("corrupt deflate data", "checksum mismatch"):
+/// the shared codecs' error (format/codecs.hpp), which they throw too.
+using FilterError = codecs::CodecError;
 
 /// True if ooc decodes filter `id` itself.
 bool decodable(unsigned id);

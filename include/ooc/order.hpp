@@ -1,0 +1,86 @@
+#pragma once
+/// Order statistics out of core: numpy's quantile, percentile and median (and their nan
+/// forms) of every element or along one axis, found by a radix select over the values'
+/// ordered bit patterns rather than by sorting: a few reads of the array, memory bounded
+/// by a budget, numpy 1.24's bits.
+
+#include "ooc/dtype.hpp"
+#include "ooc/mapped_array.hpp"
+#include "ooc/pipeline.hpp"
+#include "ooc/shape.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ooc {
+
+/// numpy's quantile methods that ooc computes (numpy 1.24's formulas for each).
+enum class QuantileMethod { linear, lower, higher, nearest, midpoint };
+
+/// "linear" -> QuantileMethod::linear. Throws UsageError (kind value: numpy's ValueError)
+/// for another name, in numpy's words.
+QuantileMethod parse_quantile_method(std::string_view name);
+const char* quantile_method_name(QuantileMethod method);
+
+/// What to compute. Either np.median (`median`: the np.mean of the middle value or two), or
+/// np.quantile at each of `q` (fractions in [0, 1]; percentiles are divided by 100 first).
+struct QuantileSpec {
+  std::vector<double> q;
+  QuantileMethod method = QuantileMethod::linear;
+  bool median = false;
+  /// The nan forms (np.nanquantile, np.nanmedian): NaNs are left out of each slice; a slice
+  /// of NaNs only gives NaN (numpy warns "All-NaN slice encountered").
+  bool skip_nan = false;
+  /// q was a scalar (numpy's result then has no q axis): numpy gives the NaN of a 0-d
+  /// result in the input's dtype, not float64, and so does ooc.
+  bool scalar_q = false;
+  /// Bytes the values collected for the final selection may take; a bucket larger than
+  /// this is narrowed by one more read instead.
+  std::uint64_t memory_budget = std::uint64_t{256} << 20;
+};
+
+/// numpy's result dtype for `input` (native order), before the NaN cases QuantileResult::dtype
+/// tells (a 0-d NaN, a nan form's all-NaN first slice: the input's dtype). Throws UsageError for bool with linear
+/// or midpoint (numpy's TypeError: "numpy boolean subtract ...").
+DType quantile_dtype(DType input, const QuantileSpec& spec);
+
+struct QuantileResult {
+  /// Values in C order, of shape (q.size(),) + the reduced shape (without q's axis for a
+  /// median); the reduced shape is () for every element, the input's without `axis` else.
+  std::vector<std::byte> bytes;
+  DType dtype = dtype_of<double>;
+  Shape shape;
+  /// Slices whose values were all NaN (nan forms; numpy warns once for each).
+  std::int64_t all_nan_slices = 0;
+  /// Slices without any value (median of an empty axis: numpy warns "Mean of empty slice").
+  std::int64_t empty_slices = 0;
+  /// Reads of the array the selection took.
+  int passes = 0;
+};
+
+/// The quantiles (or median) of every element of `in` (axis empty) or along `axis`
+/// (negative counts from the end). Reads `in` through the streaming API, so selections and
+/// masks work as any input. Throws IndexError where numpy raises IndexError (quantiles of
+/// an empty axis), UsageError for a q outside [0, 1] or an axis out of range.
+QuantileResult quantile(const MappedArray& in, const QuantileSpec& spec, std::optional<int> axis = std::nullopt,
+                        const PipelineOptions& options = {});
+
+/// np.unique of the flattened array, with each value's count (np.unique(a,
+/// return_counts=True)): NaNs collapse into one, last, as numpy 1.24's equal_nan=True does;
+/// -0.0 and 0.0 are one value (-0.0 where both occur). A hash table per thread, merged: one
+/// read. More distinct values than `memory_budget` bytes of tables hold is an Error (kind
+/// out_of_memory) saying so: the sort that would take them is not built yet.
+struct UniqueResult {
+  std::vector<std::byte> values;  ///< ascending, in the input's dtype, native order
+  DType dtype = dtype_of<double>;
+  std::vector<std::int64_t> counts;
+  int passes = 0;
+};
+UniqueResult unique(const MappedArray& in, std::uint64_t memory_budget = std::uint64_t{256} << 20,
+                    const PipelineOptions& options = {});
+
+}  // namespace ooc

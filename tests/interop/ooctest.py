@@ -87,11 +87,14 @@ def sweep(*dimensions, valid=None):
     if not SANITIZED:
         return rows
     kept = rows[::5]
-    missing = {value for row in rows for value in enumerate(row)} - {value for row in kept for value in enumerate(row)}
+    # repr: a dimension's values may be lists (unhashable).
+    def cells(row):
+        return {(i, repr(value)) for i, value in enumerate(row)}
+    missing = set().union(*map(cells, rows)) - set().union(*map(cells, kept))
     for row in rows:
-        if missing & set(enumerate(row)):
+        if missing & cells(row):
             kept.append(row)
-            missing -= set(enumerate(row))
+            missing -= cells(row)
     return kept
 
 

@@ -598,6 +598,46 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
   return written;
 }
 
+// np.sort / np.argsort (ooc::sort): into the new file `out` (None: returned as an ndarray,
+// through a temporary file that is never given a name).
+py::object sort(const Source& source, std::optional<int> axis, bool indices, const std::optional<std::string>& out,
+                const std::optional<std::string>& temp_dir, std::uint64_t memory_budget, bool overwrite,
+                const CallOptions& call, const py::object& progress) {
+  ooc::SortSpec spec;
+  spec.axis = axis;
+  spec.indices = indices;
+  if (temp_dir) spec.temp_dir = *temp_dir;
+  if (memory_budget > 0) spec.memory_budget = memory_budget;
+  std::optional<ooc::MappedArray> scratch;
+  ooc::Order order = ooc::Order::c;
+  run_watched(progress, [&](Run& run) {
+    if (out) refuse_copy_onto_input(source, *out);
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    const ooc::Shape shape = ooc::sort_shape(a, spec);
+    const ooc::DType dtype = ooc::sort_dtype(a, spec);
+    if (out) {
+      write_output(*out, [&] {
+        ooc::MappedArray file = ooc::create_array(*out, dtype, shape, a.order(), overwrite);
+        ooc::sort(a, file, spec, options);
+        commit_unless_cancelled(file, run);
+      });
+      return;
+    }
+    const std::filesystem::path dir = temp_dir ? std::filesystem::path(*temp_dir) : std::filesystem::temp_directory_path();
+    order = a.order();
+    scratch.emplace(ooc::create_npy((dir / "ooc-sort-result.npy").string(), dtype, shape, order));
+    ooc::sort(a, *scratch, spec, options);
+    if (run.cancel) throw ooc::Cancelled(a.path(), "sort cancelled");
+  });
+  if (!scratch) return py::none();
+  py::array values = new_array(scratch->dtype(), scratch->shape(), order);
+  const std::span<const std::byte> bytes = scratch->bytes();
+  if (!bytes.empty()) std::memcpy(values.mutable_data(), bytes.data(), bytes.size());
+  return values;
+}
+
 // copy: the array into the new file `out` as np.save(out, a) writes it (its dtype, byte
 // order included, shape and memory order), chunked and compressed where asked.
 void copy(const Source& source, const std::string& out, bool overwrite, const std::optional<std::string>& chunks,
@@ -1193,6 +1233,8 @@ PYBIND11_MODULE(_ooc, m) {
         py::arg("progress"));
   m.def("apply", &apply, py::arg("op"), py::arg("source"), py::arg("out"), py::arg("inplace"), py::arg("journal"),
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("sort", &sort, py::arg("source"), py::arg("axis"), py::arg("indices"), py::arg("out"), py::arg("temp_dir"),
+        py::arg("memory_budget"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("copy", &copy, py::arg("source"), py::arg("out"), py::arg("overwrite"), py::arg("chunks"),
         py::arg("compression"), py::arg("shuffle"), py::arg("options"), py::arg("progress"));
   m.def("import_text", &import_text, py::arg("text"), py::arg("out"), py::arg("dtype"), py::arg("delimiter"),

@@ -83,4 +83,40 @@ struct UniqueResult {
 UniqueResult unique(const MappedArray& in, std::uint64_t memory_budget = std::uint64_t{256} << 20,
                     const PipelineOptions& options = {});
 
+/// np.sort(a, axis, kind='stable') or np.argsort(a, axis, kind='stable') (`indices`): NaNs
+/// last, equal values (-0.0 and 0.0 among them, NaNs among themselves) in their order in
+/// the input, numpy's flattened C order for axis None.
+struct SortSpec {
+  std::optional<int> axis = -1;  ///< nullopt: the flattened array (numpy's axis=None)
+  bool indices = false;          ///< argsort: each value's index along the axis, int64
+  /// Where the sorted runs go when the array is larger than `memory_budget`; empty: the
+  /// output's directory. The runs are one file there, unlinked as it is made, so that no
+  /// end of the run (success, error, Ctrl-C, kill -9) leaves it behind.
+  std::string temp_dir;
+  /// Bytes the run generation and the merge may take (the sort's resident memory).
+  std::uint64_t memory_budget = std::uint64_t{256} << 20;
+};
+
+/// The result's dtype: the input's (byte order included, as np.sort keeps it), or int64 in
+/// native order for argsort.
+DType sort_dtype(const MappedArray& in, const SortSpec& spec);
+/// The result's shape: the input's, or (size,) for axis None.
+Shape sort_shape(const MappedArray& in, const SortSpec& spec);
+
+struct SortResult {
+  int reads = 0;                ///< reads of the input
+  std::int64_t runs = 0;        ///< sorted runs written to the temporary file (0: sorted in memory)
+  std::uint64_t run_bytes = 0;  ///< the temporary file's size
+};
+
+/// Sorts `in` (any array, selection or masked selection) into `out`, which the caller
+/// created with sort_dtype, sort_shape and in.order() and commits afterwards (np.sort of a
+/// Fortran-ordered array is Fortran-ordered too). A slab along the axis that fits a tile
+/// is sorted where it lies, in one read (axis=-1 of an (N, 8) array); otherwise tile-sized
+/// runs are sorted on every core (a stable radix sort on the keys) and merged in one pass.
+/// Throws UsageError for an axis out of range or an output of another shape or dtype,
+/// Error (kind no_space) when the temporary directory cannot hold the runs, checked before
+/// any work, naming the bytes needed and free.
+SortResult sort(const MappedArray& in, MappedArray& out, const SortSpec& spec, const PipelineOptions& options = {});
+
 }  // namespace ooc

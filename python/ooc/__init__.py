@@ -666,5 +666,6 @@ Expression.__module__ = "ooc"
 _lazy.install(Array, _common, open)
 Array.__matmul__ = matmul  # after install: X @ W streams through ooc.matmul, not a lazy expression
 
-# Order statistics (python/ooc/_order.py): quantile, percentile, median and their nan forms; unique.
-from ._order import quantile, percentile, median, nanquantile, nanpercentile, nanmedian, unique  # noqa: E402
+# Order statistics (python/ooc/_order.py): quantile, percentile, median and their nan forms; unique;
+# sort and argsort.
+from ._order import quantile, percentile, median, nanquantile, nanpercentile, nanmedian, unique, sort, argsort  # noqa: E402,E501

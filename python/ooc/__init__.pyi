@@ -191,6 +191,13 @@ def unique(ar: ArrayLike, return_index: bool = ..., return_inverse: bool = ..., 
            threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
            progress: Progress = ...) -> Any: ...
 
+def sort(a: ArrayLike, axis: int | None = ..., kind: str | None = ..., order: None = ..., *,
+         out: str | os.PathLike[str] | None = ..., temp_dir: str | os.PathLike[str] | None = ...,
+         memory_budget: int | None = ..., overwrite: bool = ..., threads: int | None = ...,
+         tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
+         progress: Progress = ...) -> Any: ...  # np.ndarray, or an Array over out
+argsort = sort
+
 # Several reductions over one read: {name: what its own call returns}.
 def reduce(a: ArrayLike, ops: str | Sequence[str], axis: int | None = ...,
            ddof: int = ..., *, bins: int = ..., range: tuple[float, float] | None = ...,

@@ -2,13 +2,14 @@
 found by ooc's radix select (a few reads of the file, bounded memory), numpy 1.24's bits."""
 
 import operator
+import os
 import warnings
 
 import numpy as np
 
 from . import _ooc
 
-__all__ = ["quantile", "percentile", "median", "nanquantile", "nanpercentile", "nanmedian", "unique"]
+__all__ = ["quantile", "percentile", "median", "nanquantile", "nanpercentile", "nanmedian", "unique", "sort", "argsort"]
 
 _METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 # numpy's other methods: known to numpy (so not its "is not a valid method"), not to ooc.
@@ -160,3 +161,42 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         values = np.concatenate([values[:-1], np.full(nans, np.nan, dtype)]).astype(dtype)
         counts = np.concatenate([counts[:-1], np.ones(nans, counts.dtype)])
     return (values, counts) if return_counts else values
+
+
+def _sort(name, indices, a, axis, out, kind, temp_dir, memory_budget, overwrite, options):
+    from . import open as _open, _source, _common, _check_out, Array
+    if kind not in (None, "stable", "mergesort", "quicksort", "heapsort"):
+        raise ValueError(f"{name}: kind must be one of 'quicksort', 'mergesort', 'heapsort' or 'stable', not {kind!r}")
+    array = _open(a)
+    if axis is not None:
+        axis = int(np.core.multiarray.normalize_axis_index(operator.index(axis), len(array.shape)))
+    out = _check_out(out, name)
+    call, progress = _common(options)
+    result = _ooc.sort(_source(array), axis, indices, out, None if temp_dir is None else os.fspath(temp_dir),
+                       int(memory_budget or 0), bool(overwrite), call, progress)
+    return Array(out) if out is not None else result
+
+
+def sort(a, axis=-1, kind=None, order=None, *, out=None, temp_dir=None, memory_budget=None, overwrite=False,
+         **options):
+    """np.sort(a, axis, kind='stable') out of core: NaNs last, equal values in their input order
+    (whatever kind= names: the result is the stable sort's, which numpy's kinds differ from only
+    in the order of -0.0 and 0.0 and of NaN payloads). axis=None sorts the flattened array. A
+    slab along the axis that fits a tile is sorted where it lies (axis=-1 of an (N, 8) array);
+    otherwise runs of memory_budget bytes (default 256 MiB) are radix-sorted on every core into
+    one temporary file in temp_dir (default: out's directory; unlinked from the start, so nothing
+    is left behind) and merged once. out= (x.npy, file.h5:/dataset or x.zarr) writes the result
+    and returns an ooc.Array over it; without out= the result is an np.ndarray."""
+    if order is not None:
+        raise ValueError("ooc.sort: order= (structured arrays) is not supported")
+    return _sort("sort", False, a, axis, out, kind, temp_dir, memory_budget, overwrite, options)
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, out=None, temp_dir=None, memory_budget=None, overwrite=False,
+            **options):
+    """np.argsort(a, axis, kind='stable') out of core, int64: each value's index along the axis
+    (of the flattened array, in C order, for axis=None), ties in input order. As ooc.sort for
+    out=, temp_dir= and memory_budget=."""
+    if order is not None:
+        raise ValueError("ooc.argsort: order= (structured arrays) is not supported")
+    return _sort("argsort", True, a, axis, out, kind, temp_dir, memory_budget, overwrite, options)

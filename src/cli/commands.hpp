@@ -93,6 +93,20 @@ class UniqueCommand {
   bool counts_ = false;
 };
 
+/// oocrun sort|argsort ARRAY -o OUT [--axis K|none] [--temp-dir DIR] (sort.cpp).
+class SortCommand {
+ public:
+  SortCommand(CLI::App& app, Common& common, bool indices);
+  bool parsed() const { return command_->parsed(); }
+  int run(Context& context) const;
+
+ private:
+  CLI::App* command_;
+  bool indices_;
+  std::string path_, output_, axis_ = "-1", temp_dir_, memory_ = "256M";
+  ChunkedOutput chunked_;
+};
+
 class EvalCommand {
  public:
   EvalCommand(CLI::App& app, Common& common);

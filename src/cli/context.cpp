@@ -100,6 +100,7 @@ std::string error_text(const Error& error) {
       {"chunks/compression", "--chunks/--compression"},
       {"chunks and compression", "--chunks and --compression"},
       {"without a journal", "with --no-journal"},
+      {"temp_dir", "--temp-dir"},
   };
   const std::string& words = error.option();
   if (words.empty()) return error.what();

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   CopyCommand copy(app, common);
   ReduceCommand reduce(app, common);
   UniqueCommand unique(app, common);
+  SortCommand sort(app, common, false);
+  SortCommand argsort(app, common, true);
   EvalCommand eval(app, common);
   LinalgCommand linalg(app, common);
   MatmulCommand matmul(app, common);
@@ -77,7 +79,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
         if (word.empty() || word[0] == '-') continue;
-        what = "unknown command '" + word + "' (known: info, apply, copy, reduce, unique, eval, linalg, matmul, import, export)";
+        what = "unknown command '" + word + "' (known: info, apply, copy, reduce, unique, sort, argsort, eval, linalg, matmul, import, export)";
         break;
       }
     }
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
     if (copy.parsed()) return copy.run(context);
     if (reduce.parsed()) return reduce.run(context);
     if (unique.parsed()) return unique.run(context);
+    if (sort.parsed()) return sort.run(context);
+    if (argsort.parsed()) return argsort.run(context);
     if (eval.parsed()) return eval.run(context);
     if (linalg.parsed()) return linalg.run(context);
     if (matmul.parsed()) return matmul.run(context);

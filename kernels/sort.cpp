@@ -1,0 +1,571 @@
+// np.sort and np.argsort (kind='stable') out of core.
+//
+// Each value becomes a stored key: its bits, in native order, made unsigned-ordered
+// invertibly (the sign flipped, negative floats complemented), so a sorted key gives the
+// value's own bits back (NaN payloads and the sign of zero included). Comparisons use the
+// order key, numpy's order: every NaN after +inf and equal to the others, -0.0 equal to
+// 0.0; ties keep the input's order (stable).
+//
+// Three ways, by the shape of the work:
+// - slabs: when a whole slab along the axis fits a tile (axis=-1 of an (N, 8) array), each
+//   tile's slices are sorted where they lie and written through the output's own path;
+// - in memory: the array fits one run: read, radix-sorted on every core's share... in one
+//   piece, written;
+// - runs: tile-sized runs are radix-sorted on the kernel threads into one temporary file
+//   (unlinked as it is made: nothing survives the process), then merged in one pass.
+
+#include "layer.hpp"
+#include "core/mapped_array_access.hpp"
+#include "order_keys.hpp"
+#include "ooc/array_path.hpp"
+#include "ooc/blocks.hpp"
+#include "ooc/error.hpp"
+#include "ooc/internal/pipeline.hpp"
+#include "ooc/order.hpp"
+#include "ooc/tile_plan.hpp"
+#include "os/file.hpp"
+
+#include <tbb/enumerable_thread_specific.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <filesystem>
+#include <queue>
+#include <system_error>
+
+namespace ooc {
+
+namespace {
+
+using namespace order_keys;
+
+// ---- keys --------------------------------------------------------------------------
+
+template <class U>
+U stored_key(U raw, Kind kind, bool swap) {
+  const U bits = swap ? swap_bytes(raw) : raw;
+  switch (kind) {
+    case Kind::signed_int: return bits ^ kSign<U>;
+    case Kind::floating: return (bits & kSign<U>) ? U(~bits) : U(bits | kSign<U>);
+    default: return bits;
+  }
+}
+
+template <class U>
+U raw_of(U key, Kind kind, bool swap) {
+  const U bits = bits_of(key, kind);
+  return swap ? swap_bytes(bits) : bits;
+}
+
+template <class U, bool Float>
+U order_of(U key) {
+  if constexpr (Float) {
+    const U bits = (key & kSign<U>) ? U(key ^ kSign<U>) : U(~key);
+    if (U(bits & U(~kSign<U>)) > kInfinity<U>) return std::numeric_limits<U>::max();  // every NaN, last, equal
+    if (key == U(~kSign<U>)) return kSign<U>;                                         // -0.0 as 0.0
+  }
+  return key;
+}
+
+// ---- records: what a run holds per element -------------------------------------------
+
+// Distinct empty types, so that [[no_unique_address]] gives both no bytes.
+struct NoSlice {};
+struct NoPosition {};
+
+// Sliced: the slice (sorting along an axis of an n-d array, the slab too large for a
+// tile); Positioned: the index along the axis (argsort's answer, and the tie-break where
+// the input's memory order is not numpy's order).
+template <class U, bool Sliced, bool Positioned>
+struct Record {
+  using Key = U;
+  static constexpr bool sliced = Sliced, positioned = Positioned;
+  U key;
+  [[no_unique_address]] std::conditional_t<Sliced, std::int64_t, NoSlice> slice;
+  [[no_unique_address]] std::conditional_t<Positioned, std::int64_t, NoPosition> pos;
+};
+
+static_assert(sizeof(Record<std::uint64_t, false, false>) == 8, "a value alone takes its own bytes in the runs");
+
+// a before b; equal records (neither before the other) keep their runs' order.
+template <class R, bool Float>
+bool before(const R& a, const R& b) {
+  if constexpr (R::sliced)
+    if (a.slice != b.slice) return a.slice < b.slice;
+  const auto ka = order_of<typename R::Key, Float>(a.key), kb = order_of<typename R::Key, Float>(b.key);
+  if (ka != kb) return ka < kb;
+  if constexpr (R::positioned) return a.pos < b.pos;
+  return false;
+}
+
+// a and b have the same slice and order key: only their positions tell them apart.
+template <class R, bool Float>
+bool same_place(const R& a, const R& b) {
+  if constexpr (R::sliced)
+    if (a.slice != b.slice) return false;
+  return order_of<typename R::Key, Float>(a.key) == order_of<typename R::Key, Float>(b.key);
+}
+
+// Stable LSD radix sort on (slice, order key), 8 bits a pass, passes whose digit is the
+// same for every record skipped. `by_position`: equal (slice, key) records are then put in
+// position order (their memory order is not numpy's: a Fortran array flattened).
+template <class R, bool Float>
+void radix_sort(std::vector<R>& v, std::vector<R>& scratch, bool by_position) {
+  using U = typename R::Key;
+  const std::size_t n = v.size();
+  if (n < 256) {
+    std::stable_sort(v.begin(), v.end(), before<R, Float>);
+    return;
+  }
+  scratch.resize(n);
+  std::int64_t max_slice = 0;
+  if constexpr (R::sliced)
+    for (const R& r : v) max_slice = std::max(max_slice, r.slice);
+  int slice_digits = 0;
+  while (slice_digits < 8 && (max_slice >> (8 * slice_digits)) != 0) ++slice_digits;
+  constexpr int key_digits = static_cast<int>(sizeof(U));
+  const int digits = key_digits + slice_digits;
+  std::vector<std::array<std::size_t, 256>> counts(static_cast<std::size_t>(digits));
+  for (auto& c : counts) c.fill(0);
+  auto digit_of = [](const R& r, int d) -> unsigned {
+    if (d < key_digits) return static_cast<unsigned>((order_of<U, Float>(r.key) >> (8 * d)) & 0xff);
+    if constexpr (R::sliced) return static_cast<unsigned>((static_cast<std::uint64_t>(r.slice) >> (8 * (d - key_digits))) & 0xff);
+    return 0;
+  };
+  for (const R& r : v) {
+    const U k = order_of<U, Float>(r.key);
+    for (int d = 0; d < key_digits; ++d) ++counts[static_cast<std::size_t>(d)][(k >> (8 * d)) & 0xff];
+    if constexpr (R::sliced)
+      for (int d = 0; d < slice_digits; ++d)
+        ++counts[static_cast<std::size_t>(key_digits + d)][(static_cast<std::uint64_t>(r.slice) >> (8 * d)) & 0xff];
+  }
+  for (int d = 0; d < digits; ++d) {
+    auto& c = counts[static_cast<std::size_t>(d)];
+    if (std::find(c.begin(), c.end(), n) != c.end()) continue;  // one bucket: nothing moves
+    std::array<std::size_t, 256> at;
+    std::size_t sum = 0;
+    for (std::size_t b = 0; b < 256; ++b) {
+      at[b] = sum;
+      sum += c[b];
+    }
+    for (const R& r : v) scratch[at[digit_of(r, d)]++] = r;
+    v.swap(scratch);
+  }
+  if constexpr (R::positioned) {
+    if (!by_position) return;
+    for (std::size_t i = 0; i < n;) {
+      std::size_t j = i + 1;
+      while (j < n && same_place<R, Float>(v[i], v[j])) ++j;
+      if (j - i > 1) std::sort(v.begin() + static_cast<std::ptrdiff_t>(i), v.begin() + static_cast<std::ptrdiff_t>(j),
+                               [](const R& a, const R& b) { return a.pos < b.pos; });
+      i = j;
+    }
+  }
+}
+
+// ---- the geometry of a sort ----------------------------------------------------------
+
+struct Plan {
+  Geometry g;                 // memory order: (outer, length, inner), length the sorted axis
+  bool flattened = false;     // axis None
+  bool fortran_flat = false;  // axis None over a Fortran-ordered array: positions are C indices
+  Shape memory_dims;          // the dims in memory order (fastest last), for fortran_flat
+  Shape c_strides;            // the C strides of those dims' axes, in memory order
+};
+
+Plan plan_of(const MappedArray& in, const SortSpec& spec) {
+  Plan p;
+  const Shape& shape = in.shape();
+  const int ndim = in.ndim();
+  if (!spec.axis) {
+    p.flattened = true;
+    p.g.length = in.size();
+    int long_dims = 0;
+    for (std::int64_t n : shape) long_dims += n > 1;
+    p.fortran_flat = in.order() == Order::fortran && long_dims > 1;
+    if (p.fortran_flat) {
+      const Shape c = element_strides(shape, Order::c);
+      for (int d = ndim - 1; d >= 0; --d) {  // Fortran memory order: the last axis slowest
+        p.memory_dims.push_back(shape[static_cast<std::size_t>(d)]);
+        p.c_strides.push_back(c[static_cast<std::size_t>(d)]);
+      }
+    }
+    return p;
+  }
+  const int k = *spec.axis < 0 ? *spec.axis + ndim : *spec.axis;
+  if (k < 0 || k >= ndim)
+    throw Error(std::string(), "axis " + std::to_string(*spec.axis) + " is out of bounds for array of dimension " +
+                                   std::to_string(ndim), ErrorKind::value, "axis");
+  const int m = in.order() == Order::c ? k : ndim - 1 - k;
+  Shape dims = shape;
+  if (in.order() == Order::fortran) std::reverse(dims.begin(), dims.end());
+  p.g.length = dims[static_cast<std::size_t>(m)];
+  for (int d = 0; d < m; ++d) p.g.outer *= dims[static_cast<std::size_t>(d)];
+  for (int d = m + 1; d < ndim; ++d) p.g.inner *= dims[static_cast<std::size_t>(d)];
+  return p;
+}
+
+// The C index of consecutive memory positions of a Fortran array, without a division each.
+class FortranWalk {
+ public:
+  FortranWalk(const Plan& plan, std::int64_t p) : plan_(plan), index_(plan.memory_dims.size()) {
+    // memory_dims is slowest first: the fastest is the last.
+    for (std::size_t d = index_.size(); d-- > 0;) {
+      index_[d] = p % plan.memory_dims[d];
+      p /= plan.memory_dims[d];
+      c_ += index_[d] * plan.c_strides[d];
+    }
+  }
+  std::int64_t c_index() const { return c_; }
+  void next() {
+    for (std::size_t d = index_.size(); d-- > 0;) {
+      c_ += plan_.c_strides[d];
+      if (++index_[d] < plan_.memory_dims[d]) return;
+      c_ -= index_[d] * plan_.c_strides[d];
+      index_[d] = 0;
+    }
+  }
+
+ private:
+  const Plan& plan_;
+  std::vector<std::int64_t> index_;
+  std::int64_t c_ = 0;
+};
+
+// Where the rank-th value of slice s goes, in the output's memory order.
+std::int64_t output_position(const Geometry& g, std::int64_t s, std::int64_t rank) {
+  const std::int64_t o = s / g.inner, i = s % g.inner;
+  return (o * g.length + rank) * g.inner + i;
+}
+
+// ---- slabs: every slice within a tile ------------------------------------------------
+
+template <class U, bool Float>
+void sort_slabs(const MappedArray& in, MappedArray& out, const Plan& plan, const SortSpec& spec,
+                const PipelineOptions& options) {
+  const Geometry& g = plan.g;
+  const Kind kind = in.dtype().kind();
+  const bool swap = !in.dtype().is_native();
+  const std::int64_t slab = g.length * g.inner;
+  const TilePlan tiles = TilePlan::slabs(g.outer, slab, in.dtype().itemsize(), options.tile_bytes);
+  const MappedArray* inputs[] = {&in};
+  struct Scratch {
+    std::vector<U> keys;
+    std::vector<std::pair<U, std::int64_t>> order;
+  };
+  tbb::enumerable_thread_specific<Scratch> scratch;
+  for_each_block(std::span<const MappedArray* const>(inputs), &out, tiles, options,
+                 [&](const Block& block) {
+                   Scratch& s = scratch.local();
+                   s.keys.resize(static_cast<std::size_t>(g.length));
+                   s.order.resize(static_cast<std::size_t>(g.length));
+                   const std::int64_t slabs = block.tile.size() / slab;
+                   for (std::int64_t o = 0; o < slabs; ++o) {
+                     const std::byte* base = block.inputs[0] + o * slab * static_cast<std::int64_t>(sizeof(U));
+                     for (std::int64_t i = 0; i < g.inner; ++i) {
+                       for (std::int64_t l = 0; l < g.length; ++l) {
+                         U raw;
+                         std::memcpy(&raw, base + (l * g.inner + i) * static_cast<std::int64_t>(sizeof(U)), sizeof(U));
+                         const U key = stored_key(raw, kind, swap);
+                         s.keys[static_cast<std::size_t>(l)] = key;
+                         s.order[static_cast<std::size_t>(l)] = {order_of<U, Float>(key), l};
+                       }
+                       std::sort(s.order.begin(), s.order.end());  // (key, index): unique, so stable
+                       for (std::int64_t r = 0; r < g.length; ++r) {
+                         const std::int64_t at = o * slab + r * g.inner + i;
+                         const std::int64_t l = s.order[static_cast<std::size_t>(r)].second;
+                         if (spec.indices) {
+                           std::memcpy(block.output + at * 8, &l, 8);
+                         } else {
+                           const U raw = raw_of(s.keys[static_cast<std::size_t>(l)], kind, swap);
+                           std::memcpy(block.output + at * static_cast<std::int64_t>(sizeof(U)), &raw, sizeof(U));
+                         }
+                       }
+                     }
+                   }
+                   return char{};
+                 },
+                 [](const Tile&, char) {});
+}
+
+// The directory the runs go to: the caller's, else the one holding the output's file (or
+// its Zarr store: nothing of the sort's goes inside a store).
+std::filesystem::path temp_dir_for(const MappedArray& out, const SortSpec& spec) {
+  if (!spec.temp_dir.empty()) return spec.temp_dir;
+  std::filesystem::path file = std::filesystem::absolute(ArrayPath::parse(out.path()).file);
+  std::filesystem::path dir = file.parent_path();
+  for (std::filesystem::path p = file; p.has_relative_path(); p = p.parent_path())
+    if (p.extension() == ".zarr") dir = p.parent_path();
+  return dir;
+}
+
+// ---- runs ---------------------------------------------------------------------------
+
+// The temporary file of the runs: unlinked from the start (O_TMPFILE, or a fresh name
+// removed at once), so no end of the process leaves it behind.
+os::UniqueFd anonymous_file(const std::filesystem::path& dir) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return os::UniqueFd(fd);
+  std::string name = (dir / ".ooc-sort-runs-XXXXXX").string();
+  fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(dir.string(), "sort: cannot create the temporary file of its runs: " + os::errno_text(err),
+                err == ENOSPC ? ErrorKind::no_space : err == ENOENT ? ErrorKind::not_found : ErrorKind::permission);
+  }
+  ::unlink(name.c_str());
+  return os::UniqueFd(fd);
+}
+
+// Writes the merged records to `out`, rank after rank of each slice.
+template <class R>
+class Writer {
+ public:
+  Writer(MappedArray& out, const Plan& plan, const SortSpec& spec, Kind kind, bool swap)
+      : out_(out), bytes_(out.writable_bytes()), plan_(plan), indices_(spec.indices), kind_(kind), swap_(swap) {}
+
+  void put(const R& r) {
+    std::int64_t at = written_;
+    if constexpr (R::sliced) {
+      if (r.slice != slice_) slice_ = r.slice, rank_ = 0;
+      at = output_position(plan_.g, slice_, rank_++);
+    }
+    if (indices_) {
+      if constexpr (R::positioned) std::memcpy(bytes_.data() + at * 8, &r.pos, 8);
+    } else {
+      using U = typename R::Key;
+      const U raw = raw_of(r.key, kind_, swap_);
+      std::memcpy(bytes_.data() + at * static_cast<std::int64_t>(sizeof(U)), &raw, sizeof(U));
+    }
+    ++written_;
+    if constexpr (!R::sliced) release_behind();
+  }
+
+ private:
+  // The written pages leave this process's resident set (they stay in the page cache,
+  // dirty, for commit's fsync): the output's size does not decide the memory used.
+  void release_behind() {
+    if ((written_ & ((std::int64_t{1} << 22) - 1)) != 0) return;
+    detail::MappedArrayAccess::drop_pages_before(out_, written_, &mark_);
+  }
+
+  MappedArray& out_;
+  std::span<std::byte> bytes_;
+  const Plan& plan_;
+  bool indices_;
+  Kind kind_;
+  bool swap_;
+  std::int64_t written_ = 0, slice_ = -1, rank_ = 0;
+  std::uintptr_t mark_ = 0;
+};
+
+template <class R, bool Float>
+SortResult sort_runs(const MappedArray& in, MappedArray& out, const Plan& plan, const SortSpec& spec,
+                     const PipelineOptions& caller_options) {
+  using U = typename R::Key;
+  const Kind kind = in.dtype().kind();
+  const bool swap = !in.dtype().is_native();
+  PipelineOptions options = caller_options;
+  options.tokens_per_thread = 1;  // one run per thread in memory, and its radix scratch
+  options.populate = true;
+  const std::size_t threads = static_cast<std::size_t>(detail::resolve_threads(options.threads));
+  const std::uint64_t per_run = std::max<std::uint64_t>(spec.memory_budget / (2 * sizeof(R) * threads), kBlockElements);
+  const std::int64_t n = in.size();
+  const bool in_memory = static_cast<std::uint64_t>(n) <= per_run * threads;
+  // One run when it all fits: sorted by one thread, the others would only wait.
+  options.tile_bytes = (in_memory ? static_cast<std::uint64_t>(std::max<std::int64_t>(n, 1)) : per_run) *
+                       static_cast<std::uint64_t>(in.dtype().itemsize());
+  const TilePlan tiles = TilePlan::for_array(in, options.tile_bytes);
+  const std::uint64_t run_bytes = static_cast<std::uint64_t>(n) * sizeof(R);
+  const bool spill = tiles.size() > 1;
+  const std::filesystem::path dir = temp_dir_for(out, spec);
+  os::UniqueFd runs;
+  if (spill) {
+    std::error_code ec;
+    const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+    if (ec) throw Error(dir.string(), "sort: the temporary directory cannot be used: " + ec.message(),
+                        ec == std::errc::no_such_file_or_directory ? ErrorKind::not_found : ErrorKind::other);
+    if (space.available < run_bytes)
+      throw Error(dir.string(), "sort: not enough disk space for the sorted runs: " + os::size_text(run_bytes) +
+                                    " needed, " + os::size_text(space.available) + " free (choose another temp_dir)",
+                  ErrorKind::no_space, "temp_dir");
+    runs = anonymous_file(dir);
+    os::preallocate(runs.get(), run_bytes, dir.string() + " (the sort's temporary runs)");
+  }
+
+  tbb::enumerable_thread_specific<std::vector<R>> locals, scratches;
+  std::vector<R> whole;
+  const MappedArray* inputs[] = {&in};
+  for_each_block(std::span<const MappedArray* const>(inputs), nullptr, tiles, options,
+                 [&](const Block& block) {
+                   std::vector<R>& v = locals.local();
+                   v.resize(static_cast<std::size_t>(block.tile.size()));
+                   const std::byte* bytes = block.inputs[0];
+                   std::optional<SliceWalk> walk;
+                   if constexpr (R::sliced) walk.emplace(plan.g, block.tile.begin);
+                   std::optional<FortranWalk> fortran;
+                   if (plan.fortran_flat) fortran.emplace(plan, block.tile.begin);
+                   for (std::int64_t j = 0; j < block.tile.size(); ++j) {
+                     R& r = v[static_cast<std::size_t>(j)];
+                     U raw;
+                     std::memcpy(&raw, bytes + j * static_cast<std::int64_t>(sizeof(U)), sizeof(U));
+                     r.key = stored_key(raw, kind, swap);
+                     if constexpr (R::sliced) {
+                       r.slice = walk->slice();
+                       r.pos = walk->l;
+                       walk->next();
+                     } else if constexpr (R::positioned) {
+                       if (fortran) {
+                         r.pos = fortran->c_index();
+                         fortran->next();
+                       } else {
+                         r.pos = block.tile.begin + j;
+                       }
+                     }
+                   }
+                   radix_sort<R, Float>(v, scratches.local(), plan.fortran_flat);
+                   if (!spill) return std::move(v);
+                   os::write_at(runs.get(), v.data(), v.size() * sizeof(R),
+                                static_cast<std::uint64_t>(block.tile.begin) * sizeof(R), dir.string() + " (the sort's temporary runs)");
+                   return std::vector<R>();
+                 },
+                 [&](const Tile&, std::vector<R>&& sorted) {
+                   if (!spill) whole = std::move(sorted);
+                 });
+
+  Writer<R> writer(out, plan, spec, kind, swap);
+  SortResult result;
+  result.reads = 1;
+  if (!spill) {
+    for (const R& r : whole) writer.put(r);
+    return result;
+  }
+  result.runs = static_cast<std::int64_t>(tiles.size());
+  result.run_bytes = run_bytes;
+
+  // The merge: a buffer per run, a heap of the runs by their next record.
+  struct Cursor {
+    std::vector<R> buffer;
+    std::size_t next = 0;
+    std::int64_t read = 0, end = 0;  // records of the run: [read, end) not yet buffered
+  };
+  const std::size_t k = tiles.size();
+  const std::size_t per_buffer =
+      std::max<std::size_t>(std::size_t{1} << 12, spec.memory_budget / (2 * k * sizeof(R)));
+  std::vector<Cursor> cursors(k);
+  auto refill = [&](Cursor& c) {
+    const std::int64_t count = std::min<std::int64_t>(static_cast<std::int64_t>(per_buffer), c.end - c.read);
+    c.buffer.resize(static_cast<std::size_t>(count));
+    c.next = 0;
+    if (count == 0) return;
+    const std::size_t got = os::read_at(runs.get(), c.buffer.data(), static_cast<std::size_t>(count) * sizeof(R),
+                                        static_cast<std::uint64_t>(c.read) * sizeof(R), dir.string() + " (the sort's temporary runs)");
+    if (got != static_cast<std::size_t>(count) * sizeof(R))
+      throw Error(dir.string(), "sort: the temporary file of its runs came back short", ErrorKind::other);
+    c.read += count;
+  };
+  for (std::size_t r = 0; r < k; ++r) {
+    const Tile tile = tiles[r];
+    cursors[r].read = tile.begin;
+    cursors[r].end = tile.end;
+    refill(cursors[r]);
+  }
+  auto after = [&](std::size_t a, std::size_t b) {  // the heap's order: a comes out after b
+    const R& x = cursors[a].buffer[cursors[a].next];
+    const R& y = cursors[b].buffer[cursors[b].next];
+    if (before<R, Float>(y, x)) return true;
+    if (before<R, Float>(x, y)) return false;
+    return a > b;  // equal: the earlier run first, as the input had them
+  };
+  std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(after)> heap(after);
+  for (std::size_t r = 0; r < k; ++r)
+    if (!cursors[r].buffer.empty()) heap.push(r);
+  std::int64_t merged = 0;
+  while (!heap.empty()) {
+    const std::size_t r = heap.top();
+    heap.pop();
+    Cursor& c = cursors[r];
+    writer.put(c.buffer[c.next]);
+    if (++c.next == c.buffer.size()) refill(c);
+    if (!c.buffer.empty()) heap.push(r);
+    if ((++merged & 0xfffff) == 0 && options.cancel && options.cancel->load())
+      throw Cancelled(in.path(), "sort cancelled");
+  }
+  return result;
+}
+
+template <class U, bool Float>
+SortResult sort_typed(const MappedArray& in, MappedArray& out, const Plan& plan, const SortSpec& spec,
+                      const PipelineOptions& options) {
+  if (!plan.flattened && plan.g.slices() > 1) {
+    const std::uint64_t slab_bytes = static_cast<std::uint64_t>(plan.g.length * plan.g.inner) * sizeof(U);
+    if (slab_bytes <= options.tile_bytes) {
+      sort_slabs<U, Float>(in, out, plan, spec, options);
+      return SortResult{1, 0, 0};
+    }
+    return sort_runs<Record<U, true, true>, Float>(in, out, plan, spec, options);
+  }
+  if (spec.indices || plan.fortran_flat) return sort_runs<Record<U, false, true>, Float>(in, out, plan, spec, options);
+  return sort_runs<Record<U, false, false>, Float>(in, out, plan, spec, options);
+}
+
+}  // namespace
+
+DType sort_dtype(const MappedArray& in, const SortSpec& spec) {
+  return spec.indices ? dtype_of<std::int64_t> : in.dtype();
+}
+
+Shape sort_shape(const MappedArray& in, const SortSpec& spec) {
+  if (!spec.axis) return Shape{in.size()};
+  return in.shape();
+}
+
+SortResult sort(const MappedArray& in, MappedArray& out, const SortSpec& spec, const PipelineOptions& options) {
+  try {
+    const Plan plan = plan_of(in, spec);
+    const DType dtype = sort_dtype(in, spec);
+    if (out.shape() != sort_shape(in, spec) || out.dtype().descr() != dtype.descr() ||
+        (out.ndim() > 1 && out.order() != in.order()))
+      throw UsageError(out.path(), "sort: the output is not of the result's shape, dtype and order");
+    if (in.size() == 0) return SortResult{};
+    const bool needs_mapped = plan.flattened || plan.g.slices() <= 1 ||
+                              static_cast<std::uint64_t>(plan.g.length * plan.g.inner) * in.dtype().itemsize() > options.tile_bytes;
+    if (needs_mapped && detail::MappedArrayAccess::writer(out) != nullptr) {
+      // A compressed or chunked output is written tile by tile: the merge writes into a
+      // temporary .npy beside it, copied over, and never given a name.
+      const std::filesystem::path dir = temp_dir_for(out, spec);
+      MappedArray scratch = create_npy((dir / (".ooc-sort-" + std::to_string(::getpid()) + ".npy")).string(), dtype,
+                                       out.shape(), out.order());
+      SortResult result = sort(in, scratch, spec, options);
+      const MappedArray* inputs[] = {&scratch};
+      for_each_block(std::span<const MappedArray* const>(inputs), &out, TilePlan::for_array(scratch, options.tile_bytes),
+                     options,
+                     [&](const Block& block) {
+                       std::memcpy(block.output, block.inputs[0],
+                                   static_cast<std::size_t>(block.tile.size()) * static_cast<std::size_t>(dtype.itemsize()));
+                       return char{};
+                     },
+                     [](const Tile&, char) {});
+      return result;
+    }
+    const Kind kind = in.dtype().kind();
+    return visit_dtype(in.dtype().native(), [&]<class T>(std::type_identity<T>) {
+      using U = Bits<T>;
+      if constexpr (sizeof(U) > 1)
+        if (kind == Kind::floating) return sort_typed<U, true>(in, out, plan, spec, options);
+      return sort_typed<U, false>(in, out, plan, spec, options);
+    });
+  } catch (const Cancelled&) {
+    throw;  // as it is: oocrun tells a signal by it
+  } catch (const Error& e) {
+    if (!e.path().empty()) throw;
+    if (e.kind() == ErrorKind::usage) throw UsageError(in.path(), e.problem(), e.option());
+    throw Error(in.path(), e.problem(), e.kind(), e.option());
+  }
+}
+
+}  // namespace ooc

@@ -121,13 +121,23 @@ UniqueFd create_temp_beside(const std::filesystem::path& final_path, std::filesy
     if (fd >= 0) {
       UniqueFd owner(fd);
       // Held while the output is written: what marks a temporary as some run's, alive.
-      bool locked = false;
+      bool locked = false, lockable = true;
       try {
         locked = try_lock(fd, true, final_path.string());
       } catch (const Error&) {
         // No locks on this file system: temporaries of dead runs stay (they are hidden).
+        lockable = false;
       }
-      if (locked) remove_stale_temporaries(final_path, temp_path);
+      if (lockable) {
+        // Between the create and the lock, another run making the same output may have
+        // taken the new file for a dead run's (it holds the lock, or has unlinked the
+        // name): that name is lost, another is drawn.
+        struct stat ours {}, named {};
+        if (!locked || ::fstat(fd, &ours) != 0 || ::stat(temp_path.c_str(), &named) != 0 ||
+            ours.st_ino != named.st_ino || ours.st_dev != named.st_dev)
+          continue;
+        remove_stale_temporaries(final_path, temp_path);
+      }
       return owner;
     }
     if (errno != EEXIST) {

@@ -568,4 +568,103 @@ SortResult sort(const MappedArray& in, MappedArray& out, const SortSpec& spec, c
   }
 }
 
+namespace {
+
+// Each run of equal order keys (-0.0 with 0.0, NaNs together) of a sorted 1-d array, in
+// order: f(index of the value that stands for it, count). The value is the run's -0.0
+// where it has one (as the tables' unique gives), else its first.
+template <class U, bool Float, class F>
+void each_distinct(const MappedArray& sorted, Kind kind, bool swap, F&& f) {
+  const std::byte* bytes = sorted.bytes().data();
+  const std::int64_t n = sorted.size();
+  std::uintptr_t mark = 0;
+  auto key_at = [&](std::int64_t j) {
+    U raw;
+    std::memcpy(&raw, bytes + j * static_cast<std::int64_t>(sizeof(U)), sizeof(U));
+    return stored_key(raw, kind, swap);
+  };
+  if (n == 0) return;
+  std::int64_t first = 0, chosen = 0;
+  U current = order_of<U, Float>(key_at(0));
+  for (std::int64_t j = 1; j < n; ++j) {
+    const U key = key_at(j);
+    if (order_of<U, Float>(key) != current) {
+      f(chosen, j - first);
+      first = chosen = j;
+      current = order_of<U, Float>(key);
+    } else if (Float && key == U(~kSign<U>)) {
+      chosen = j;  // -0.0 among the zeros
+    }
+    if ((j & ((std::int64_t{1} << 22) - 1)) == 0) detail::MappedArrayAccess::drop_pages_before(sorted, j, &mark);
+  }
+  f(chosen, n - first);
+}
+
+}  // namespace
+
+UniqueToResult unique_to(const MappedArray& in, const std::function<MappedArray(std::int64_t)>& make_output,
+                         bool counts, const SortSpec& how, const PipelineOptions& options) {
+  UniqueToResult result;
+  const DType dtype = in.dtype().native();
+  std::optional<UniqueResult> tables;
+  try {
+    tables = unique(in, how.memory_budget, options);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::out_of_memory) throw;
+  }
+  if (tables) {
+    result.distinct = static_cast<std::int64_t>(tables->counts.size());
+    result.reads = tables->passes;
+    MappedArray& out = result.output.emplace(make_output(result.distinct));
+    std::span<std::byte> bytes = out.writable_bytes();
+    if (!tables->values.empty()) std::memcpy(bytes.data(), tables->values.data(), tables->values.size());
+    if (counts) result.counts = std::move(tables->counts);
+    return result;
+  }
+  // More distinct values than the tables hold: sorted into a hidden .npy, then read once.
+  result.sorted = true;
+  SortSpec spec = how;
+  spec.axis = std::nullopt;
+  spec.indices = false;
+  const std::filesystem::path dir =
+      how.temp_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(how.temp_dir);
+  MappedArray sorted = create_npy((dir / (".ooc-unique-" + std::to_string(::getpid()) + ".npy")).string(), in.dtype(),
+                                  Shape{in.size()}, Order::c);
+  result.reads = 1 + sort(in, sorted, spec, options).reads;
+  const Kind kind = in.dtype().kind();
+  const bool swap = !in.dtype().is_native();
+  visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
+    using U = Bits<T>;
+    auto with = [&]<bool Float>() {
+      std::int64_t distinct = 0;
+      each_distinct<U, Float>(sorted, kind, swap, [&](std::int64_t, std::int64_t count) {
+        ++distinct;
+        if (counts) {
+          if (result.counts.size() * sizeof(std::int64_t) >= how.memory_budget)
+            throw Error(in.path(), "unique: the counts of more than " + std::to_string(result.counts.size()) +
+                                       " distinct values do not fit the memory budget of " +
+                                       std::to_string(how.memory_budget) + " bytes (ask for the values alone)",
+                        ErrorKind::out_of_memory);
+          result.counts.push_back(count);
+        }
+      });
+      result.distinct = distinct;
+      MappedArray& out = result.output.emplace(make_output(distinct));
+      std::byte* into = out.writable_bytes().data();
+      const std::byte* from = sorted.bytes().data();
+      std::int64_t at = 0;
+      each_distinct<U, Float>(sorted, kind, swap, [&](std::int64_t index, std::int64_t) {
+        U raw;
+        std::memcpy(&raw, from + index * static_cast<std::int64_t>(sizeof(U)), sizeof(U));
+        if (swap) raw = swap_bytes(raw);
+        std::memcpy(into + (at++) * static_cast<std::int64_t>(sizeof(U)), &raw, sizeof(U));
+      });
+    };
+    if constexpr (sizeof(U) > 1)
+      if (kind == Kind::floating) return with.template operator()<true>();
+    with.template operator()<false>();
+  });
+  return result;
+}
+
 }  // namespace ooc

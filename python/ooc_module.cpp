@@ -598,6 +598,39 @@ std::string apply(const std::string& spec, const Source& source, const std::opti
   return written;
 }
 
+// np.unique into the new file `out` (ooc::unique_to: sorted first when the tables cannot
+// hold the values): (distinct values, counts or None, reads of the array, sorted).
+py::tuple unique_to(const Source& source, const std::string& out, bool counts, const std::optional<std::string>& temp_dir,
+                    std::uint64_t memory_budget, bool overwrite, const CallOptions& call, const py::object& progress) {
+  ooc::SortSpec how;
+  if (memory_budget > 0) how.memory_budget = memory_budget;
+  how.temp_dir = temp_dir ? *temp_dir
+                          : std::filesystem::absolute(ooc::ArrayPath::parse(out).file).parent_path().string();
+  ooc::UniqueToResult result;
+  run_watched(progress, [&](Run& run) {
+    refuse_copy_onto_input(source, out);
+    const ooc::MappedArray a = open_source(source);
+    ooc::PipelineOptions options = run.pipeline(call, a.dtype().itemsize());
+    prepare_input(a, options);
+    write_output(out, [&] {
+      result = ooc::unique_to(
+          a, [&](std::int64_t distinct) {
+            return ooc::create_array(out, a.dtype().native(), {distinct}, ooc::Order::c, overwrite);
+          },
+          counts, how, options);
+      commit_unless_cancelled(*result.output, run);
+    });
+  });
+  py::object counted = py::none();
+  if (counts) {
+    py::array_t<std::int64_t> values(static_cast<py::ssize_t>(result.counts.size()));
+    if (!result.counts.empty())
+      std::memcpy(values.mutable_data(), result.counts.data(), result.counts.size() * sizeof(std::int64_t));
+    counted = values;
+  }
+  return py::make_tuple(result.distinct, counted, result.reads, result.sorted);
+}
+
 // np.sort / np.argsort (ooc::sort): into the new file `out` (None: returned as an ndarray,
 // through a temporary file that is never given a name).
 py::object sort(const Source& source, std::optional<int> axis, bool indices, const std::optional<std::string>& out,
@@ -1233,6 +1266,8 @@ PYBIND11_MODULE(_ooc, m) {
         py::arg("progress"));
   m.def("apply", &apply, py::arg("op"), py::arg("source"), py::arg("out"), py::arg("inplace"), py::arg("journal"),
         py::arg("overwrite"), py::arg("options"), py::arg("progress"));
+  m.def("unique_to", &unique_to, py::arg("source"), py::arg("out"), py::arg("counts"), py::arg("temp_dir"),
+        py::arg("memory_budget"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("sort", &sort, py::arg("source"), py::arg("axis"), py::arg("indices"), py::arg("out"), py::arg("temp_dir"),
         py::arg("memory_budget"), py::arg("overwrite"), py::arg("options"), py::arg("progress"));
   m.def("copy", &copy, py::arg("source"), py::arg("out"), py::arg("overwrite"), py::arg("chunks"),

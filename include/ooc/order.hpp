@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,7 +74,7 @@ QuantileResult quantile(const MappedArray& in, const QuantileSpec& spec, std::op
 /// return_counts=True)): NaNs collapse into one, last, as numpy 1.24's equal_nan=True does;
 /// -0.0 and 0.0 are one value (-0.0 where both occur). A hash table per thread, merged: one
 /// read. More distinct values than `memory_budget` bytes of tables hold is an Error (kind
-/// out_of_memory) saying so: the sort that would take them is not built yet.
+/// out_of_memory) saying so: unique_to (below) writes any number of them to a file.
 struct UniqueResult {
   std::vector<std::byte> values;  ///< ascending, in the input's dtype, native order
   DType dtype = dtype_of<double>;
@@ -118,5 +119,22 @@ struct SortResult {
 /// Error (kind no_space) when the temporary directory cannot hold the runs, checked before
 /// any work, naming the bytes needed and free.
 SortResult sort(const MappedArray& in, MappedArray& out, const SortSpec& spec, const PipelineOptions& options = {});
+
+/// np.unique of the flattened array into a new 1-d array, for any number of distinct values:
+/// ooc::unique's tables when they fit `how.memory_budget`, else ooc::sort of the flattened
+/// array into a hidden temporary .npy (in how.temp_dir, default the directory of the
+/// output's file; never given a name) and one read of it. make_output(distinct) creates the
+/// output (a mapped one: create_array's .npy or HDF5 dataset) in the values' dtype (`in`'s,
+/// native order); this fills it and hands it back in `output` for the caller to commit. With `counts`, each value's count is returned too; more
+/// distinct values than the budget holds as counts is an Error (kind out_of_memory).
+struct UniqueToResult {
+  std::int64_t distinct = 0;
+  std::vector<std::int64_t> counts;  ///< with `counts`
+  int reads = 0;                     ///< reads of `in` (1 by tables; 1 + the sort's by sorting)
+  bool sorted = false;               ///< the tables did not hold the values: sorted instead
+  std::optional<MappedArray> output;  ///< what make_output made, filled, not committed
+};
+UniqueToResult unique_to(const MappedArray& in, const std::function<MappedArray(std::int64_t distinct)>& make_output,
+                         bool counts, const SortSpec& how, const PipelineOptions& options = {});
 
 }  // namespace ooc

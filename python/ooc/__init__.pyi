@@ -187,7 +187,8 @@ def median(a: ArrayLike, axis: int | None = ..., out: np.ndarray[Any, Any] | Non
            progress: Progress = ...) -> Any: ...
 nanmedian = median
 def unique(ar: ArrayLike, return_index: bool = ..., return_inverse: bool = ..., return_counts: bool = ...,
-           axis: None = ..., *, equal_nan: bool = ..., out: None = ..., memory_budget: int | None = ...,
+           axis: None = ..., *, equal_nan: bool = ..., out: str | os.PathLike[str] | None = ...,
+           temp_dir: str | os.PathLike[str] | None = ..., memory_budget: int | None = ..., overwrite: bool = ...,
            threads: int | None = ..., tile_bytes: int | str | None = ..., io: Io | None = ..., prefetch: int = ...,
            progress: Progress = ...) -> Any: ...
 

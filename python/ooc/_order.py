@@ -138,22 +138,31 @@ nanmedian = _make("nanmedian", True, True, False)
 
 
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True,
-           out=None, memory_budget=None, **options):
+           out=None, temp_dir=None, memory_budget=None, overwrite=False, **options):
     """np.unique(ar, return_counts=return_counts, equal_nan=equal_nan) of the flattened array,
     out of core: a hash table per thread, merged, one read (values ascending in ar's dtype;
-    counts int64). For few distinct values: more than memory_budget bytes of tables hold
-    (default 256 MiB) raise MemoryError; out= (a file of the values, for any number of them)
-    needs the sort, which is not built yet."""
-    from . import open as _open, _source, _common
+    counts int64). Without out=, the values must fit the tables (memory_budget bytes, default
+    256 MiB; more raise MemoryError). out= (x.npy or file.h5:/dataset) writes the values to a
+    file and returns an ooc.Array over it, for any number of distinct values: when the tables
+    cannot hold them, the array is sorted first (ooc.sort's runs, in temp_dir, default out's
+    directory) and read once more; counts are then returned as an ndarray, and must fit the
+    budget. equal_nan=False is not supported with out=."""
+    from . import open as _open, _source, _common, _check_out, Array
     if return_index or return_inverse:
         raise ValueError("ooc.unique: return_index and return_inverse are not supported (values and counts are)")
     if axis is not None:
         raise ValueError("ooc.unique: axis= is not supported (the flattened array's distinct values are)")
-    if out is not None:
-        raise NotImplementedError("ooc.unique: out= needs the out-of-core sort, which is not built yet")
     array = _open(ar)
     dtype = np.dtype(array.dtype)
     call, progress = _common(options)
+    out = _check_out(out, "unique")
+    if out is not None:
+        if not equal_nan:
+            raise ValueError("ooc.unique: equal_nan=False is not supported with out=")
+        _, counts, _, _ = _ooc.unique_to(_source(array), out, bool(return_counts),
+                                         None if temp_dir is None else os.fspath(temp_dir), int(memory_budget or 0),
+                                         bool(overwrite), call, progress)
+        return (Array(out), counts) if return_counts else Array(out)
     values, counts, _ = _ooc.unique(_source(array), int(memory_budget or 0), call, progress)
     values = values.astype(dtype)  # numpy's sorted copy keeps the byte order
     if not equal_nan and values.size and dtype.kind == "f" and np.isnan(values[-1]):
@@ -161,7 +170,6 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         values = np.concatenate([values[:-1], np.full(nans, np.nan, dtype)]).astype(dtype)
         counts = np.concatenate([counts[:-1], np.ones(nans, counts.dtype)])
     return (values, counts) if return_counts else values
-
 
 def _sort(name, indices, a, axis, out, kind, temp_dir, memory_budget, overwrite, options):
     from . import open as _open, _source, _common, _check_out, Array

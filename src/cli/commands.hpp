@@ -89,7 +89,7 @@ class UniqueCommand {
 
  private:
   CLI::App* command_;
-  std::string path_, output_;
+  std::string path_, output_, memory_ = "256M";
   bool counts_ = false;
 };
 

@@ -1,5 +1,8 @@
 #include "cli/options.hpp"
 
+#include "ooc/error.hpp"
+#include "ooc/pipeline.hpp"
+
 #include <cstdio>
 
 namespace ooc::cli {
@@ -10,6 +13,17 @@ std::string rate_text(std::uint64_t bytes, double seconds) {
   std::snprintf(buf, sizeof buf, "%.2f GB in %.2f s (%.2f GB/s)", gb, seconds,
                 seconds > 0 ? gb / seconds : 0.0);
   return buf;
+}
+
+std::uint64_t memory_option(const std::string& text) {
+  std::uint64_t bytes = 0;
+  try {
+    bytes = parse_size(text);
+  } catch (const Error& e) {
+    throw UsageError("--memory: " + e.problem(), "--memory");
+  }
+  if (bytes < (std::uint64_t{1} << 20)) throw UsageError("--memory must be at least 1M", "--memory");
+  return bytes;
 }
 
 }  // namespace ooc::cli

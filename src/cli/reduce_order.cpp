@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/json.hpp"
 #include "cli/options.hpp"
+#include "ooc/array_path.hpp"
 #include "ooc/order.hpp"
 
 #include <chrono>
@@ -157,9 +158,10 @@ int ReduceCommand::run_order(Context& context) const {
 }
 
 UniqueCommand::UniqueCommand(CLI::App& app, Common& common)
-    : command_(app.add_subcommand("unique", "np.unique of the flattened array (NaNs as one), one read: for few distinct "
-                                            "values (they must fit in memory; the sort for more is not built yet)")) {
+    : command_(app.add_subcommand("unique", "np.unique of the flattened array (NaNs as one): one read by hash tables; "
+                                            "with -o, more distinct values than memory holds are sorted first")) {
   command_->add_option("ARRAY", path_, "path.npy or file.h5:/dataset")->required();
+  command_->add_option("--memory", memory_, "memory the tables (and, with -o, the sort) may take, e.g. 256M (default)");
   command_->add_flag("--counts", counts_, "also each value's count (np.unique(a, return_counts=True))");
   command_->add_option("-o,--output", output_, "write the values to path.npy or file.h5:/dataset (1-d)");
   command_->add_flag("--overwrite", common.overwrite, "replace an existing HDF5 dataset named by -o");
@@ -167,30 +169,52 @@ UniqueCommand::UniqueCommand(CLI::App& app, Common& common)
   command_->fallthrough();
 }
 
+// More values (or counts) than this are not printed.
+constexpr std::int64_t kMostPrinted = std::int64_t{1} << 20;
+
 int UniqueCommand::run(Context& context) const {
   context.notes.file = context.notes.subject = path_;
   if (!output_.empty()) check_output_name(output_);
   context.refuse_across_ranks("unique");
+  const std::uint64_t budget = memory_option(memory_);
   PipelineOptions options = context.pipeline_options();
   const MappedArray a = context.open_to_read(path_, options);
   context.follow_progress(options, a);
   const auto start = std::chrono::steady_clock::now();
-  const UniqueResult result = unique(a, std::uint64_t{256} << 20, options);
-  const auto distinct = static_cast<std::int64_t>(result.counts.size());
-  const Shape shape{distinct};
+  // With -o, any number of distinct values (sorted when the tables cannot hold them);
+  // printed, they must fit the tables.
+  UniqueResult result;
+  bool sorted = false;
+  std::int64_t distinct = 0;
   if (!output_.empty()) {
     std::error_code ec;
     if (std::filesystem::equivalent(path_, output_, ec)) throw UsageError(output_, "output is the input file");
     context.notes.cancel_note = "; no output written";
-    MappedArray out = create_array(output_, result.dtype, shape, Order::c, context.common.overwrite);
-    std::span<std::byte> bytes = out.writable_bytes();
-    std::copy(result.values.begin(), result.values.end(), bytes.begin());
+    SortSpec how;
+    how.memory_budget = budget;
+    how.temp_dir = std::filesystem::absolute(ArrayPath::parse(output_).file).parent_path().string();
+    UniqueToResult written = unique_to(
+        a, [&](std::int64_t distinct) { return create_array(output_, a.dtype().native(), Shape{distinct}, Order::c,
+                                                            context.common.overwrite); },
+        counts_, how, options);
+    if (counts_ && written.distinct > kMostPrinted)
+      throw UsageError(path_, "unique: the counts of " + std::to_string(written.distinct) +
+                                  " distinct values are too many to print; run without --counts (no output written)");
     context.stop_if_cancelled();
-    out.commit();
+    written.output->commit();
+    result.counts = std::move(written.counts);
+    distinct = written.distinct;
+    result.dtype = a.dtype().native();
+    result.passes = written.reads;
+    sorted = written.sorted;
+  } else {
+    result = unique(a, budget, options);
+    distinct = static_cast<std::int64_t>(result.counts.size());
   }
+  const Shape shape{distinct};
   const bool print_values = output_.empty();
   const bool printed = print_values || counts_;
-  if (printed && distinct > (std::int64_t{1} << 20))
+  if (printed && distinct > kMostPrinted)
     throw UsageError(path_, "unique: " + std::to_string(distinct) + " distinct values are too many to print; write them "
                             "with -o OUT.npy" + (counts_ ? " (without --counts)" : ""));
   const double seconds = seconds_since(start);
@@ -206,7 +230,7 @@ int UniqueCommand::run(Context& context) const {
     else j.member("output", output_);
     if (counts_) j.member("counts", counts_json);
     j.member("path", path_).member("elements", a.size()).member("bytes", a.nbytes()).member("seconds", seconds);
-    j.member("passes", result.passes);
+    j.member("passes", result.passes).member("sorted", sorted);
     std::cout << j.end_object().text() << "\n";
   } else {
     if (print_values)

@@ -53,12 +53,7 @@ int SortCommand::run(Context& context) const {
   spec.indices = indices_;
   spec.axis = parse_axis(axis_);
   spec.temp_dir = temp_dir_;
-  try {
-    spec.memory_budget = parse_size(memory_);
-  } catch (const Error& e) {
-    throw UsageError("--memory: " + e.problem(), "--memory");
-  }
-  if (spec.memory_budget < (std::uint64_t{1} << 20)) throw UsageError("--memory must be at least 1M", "--memory");
+  spec.memory_budget = memory_option(memory_);
   if (!temp_dir_.empty() && !std::filesystem::is_directory(temp_dir_))
     throw Error(temp_dir_, "--temp-dir: not a directory", ErrorKind::not_found, "--temp-dir");
   PipelineOptions options = context.pipeline_options();

@@ -239,5 +239,39 @@ class PythonSort(Case):
         self.assertEqual(self.leftovers(), [])
 
 
+class UniqueBeyondTheTables(Case):
+    """unique -o / ooc.unique(out=): more distinct values than the tables hold are sorted
+    first (the runs of sort), then read once: np.unique's values (NaNs as one) and counts."""
+
+    def test_cli_and_python(self):
+        for i, dtype in enumerate(["<f8", ">f8", "<f4", ">i8", "<u4", ">i4", "<f2", "|u1", "|b1"]):
+            x = sample(dtype, (150_001,), 200 + i)
+            if dtype[1] in "iu":
+                x = np.arange(x.size).astype(dtype)[::-1] % 100_003  # many distinct, some twice
+            np.save(self.path("x.npy"), x)
+            p = run("unique", self.path("x.npy"), "-o", self.path("u.npy"), "--memory", "1M", "--threads", "4",
+                    "--json")
+            values, counts = np.unique(x, return_counts=True)
+            with self.subTest(dtype=dtype):
+                got = np.load(self.path("u.npy"))
+                self.assertTrue(np.array_equal(got, values, equal_nan=True), f"{got[:8]} {values[:8]}")
+                self.assertEqual(__import__("json").loads(p.stdout)["sorted"], np.dtype(dtype).itemsize >= 4)
+                if ooc is not None:
+                    array, got_counts = ooc.unique(self.path("x.npy"), return_counts=True, out=self.path("v.npy"),
+                                                   memory_budget=4 << 20, threads=4)
+                    self.assertIsInstance(array, ooc.Array)
+                    self.assertTrue(np.array_equal(np.load(self.path("v.npy")), values, equal_nan=True))
+                    self.assertTrue(np.array_equal(got_counts, counts))
+        self.assertEqual(self.leftovers(), [])
+
+    def test_counts_too_many_to_print_leave_no_output(self):
+        np.save(self.path("x.npy"), np.arange(1_100_000, dtype="<i8"))
+        p = run("unique", self.path("x.npy"), "-o", self.path("u.npy"), "--counts", "--memory", "16M", check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("too many to print; run without --counts (no output written)", p.stderr)
+        self.assertFalse(os.path.exists(self.path("u.npy")))
+        self.assertEqual(self.leftovers(), [])
+
+
 if __name__ == "__main__":
     unittest.main()

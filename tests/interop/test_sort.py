@@ -106,10 +106,12 @@ class CliSweep(Case):
         self.assertEqual(self.leftovers(), [])
 
     def test_runs_merged_from_many_files_worth(self):
-        """Many runs (8,192 elements each) merged: float64 with every special value, and int64
-        with few distinct values (long ties across runs keep the input's order)."""
-        for dtype, distinct in (("<f8", None), (">i8", 5), ("<f4", None)):
-            a = sample(dtype, (200_003,), 7)
+        """Many runs (8,192 to 32,768 elements each) merged: floats with every special value,
+        and integers with few distinct values (long ties across runs keep the input's order)."""
+        # 1.2M elements: the merge is cut into parts by key, merged on every core.
+        for dtype, distinct, n in (("<f8", None, 200_003), (">i8", 5, 200_003), ("<f4", None, 200_003),
+                                   ("<f8", None, 1_200_007), ("<i2", 3, 1_200_007)):
+            a = sample(dtype, (n,), 7)
             if distinct:
                 a = (np.arange(a.size) % distinct).astype(dtype)[::-1].copy()
             np.save(self.path("a.npy"), a)

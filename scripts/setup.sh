@@ -7,17 +7,19 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # pybind11, the Python headers and pytest: the Python module (python/) and its tests.
-# clang-14 and its sanitizer/libFuzzer runtimes: scripts/test.sh builds a second,
-# sanitized tree with them and runs the .npy header fuzzer. libfast-float-dev: text
+# clang-14 and its sanitizer/libFuzzer runtimes (only with OOC_SANITIZE=1): scripts/test.sh
+# then builds a second, sanitized tree with them and runs the fuzzers. strace: the crash
+# tests fail a directory's fsyncs with it. libfast-float-dev: text
 # import's float parser; python3-pandas: the bench's text rows compare against it; time:
 # GNU time, the bench's peak-RSS measure.
 # nlohmann-json3-dev: Zarr's metadata; python3-zarr, python3-numcodecs: the Zarr interop tests.
 PACKAGES=(g++ cmake make libboost-dev libtbb-dev libeigen3-dev doctest-dev libcli11-dev libhdf5-dev
-          libfast-float-dev python3-numpy python3-dask python3-h5py python3-pandas clang-14 libclang-rt-14-dev
+          libfast-float-dev python3-numpy python3-dask python3-h5py python3-pandas strace
           libopenmpi-dev openmpi-bin time pybind11-dev python3-pybind11 python3-pytest python3-dev
           libdeflate-dev zlib1g-dev liblz4-dev libblosc-dev libzstd-dev hdf5-filter-plugin
           hdf5-filter-plugin-blosc-serial hdf5-plugin-lzf python3-hdf5plugin python3-lz4
           nlohmann-json3-dev python3-zarr python3-numcodecs)
+[ "${OOC_SANITIZE:-0}" = 1 ] && PACKAGES+=(clang-14 libclang-rt-14-dev)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

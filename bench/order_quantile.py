@@ -1,6 +1,7 @@
-"""Quantiles without sorting: ooc.median and ooc.quantile(a, [0.01, 0.5, 0.99]) beside
-np.median / np.quantile of the same warm float64 file as an np.memmap (numpy copies it
-into memory first), taking turns, medians; the results are checked equal.
+"""Order statistics: ooc.median and ooc.quantile(a, [0.01, 0.5, 0.99]) (a radix select, no
+sort), ooc.sort(a, axis=None, out=FILE) and ooc.unique, beside np.median / np.quantile /
+np.sort / np.unique of the same warm file as an np.memmap (numpy copies it into memory
+first), taking turns, medians; the results are checked equal.
 Run from the repository root after a build:
   /usr/bin/python3 bench/order_quantile.py [--dir DIR] [--gib 0.375] [--reps 3]"""
 import argparse
@@ -51,6 +52,22 @@ for name, ours, theirs in rows:
                 assert name.startswith("sum") or np.array_equal(got, value), (got, value)
     o, p = statistics.median(times["ooc"]), statistics.median(times["numpy"])
     print(f"| {name} | {o:.3f} s | {p:.3f} s | {p / o:.2f}x |")
+
+# sort into a file (the out-of-core way: runs merged once) beside np.sort in memory.
+sorted_path = os.path.join(args.dir, "sorted.npy")
+times = {"ooc": [], "numpy": []}
+for _ in range(args.reps):
+    start = time.perf_counter()
+    ooc.sort(path, axis=None, out=sorted_path)
+    times["ooc"].append(time.perf_counter() - start)
+    start = time.perf_counter()
+    expected = np.sort(data)
+    times["numpy"].append(time.perf_counter() - start)
+    assert np.array_equal(np.load(sorted_path, mmap_mode="r"), expected)
+    del expected
+os.remove(sorted_path)
+o, p = statistics.median(times["ooc"]), statistics.median(times["numpy"])
+print(f"| sort (axis=None, out= a file) | {o:.3f} s | {p:.3f} s | {p / o:.2f}x |")
 
 # unique(return_counts=True) of an int64 array with 1,000 distinct values, same size.
 upath = os.path.join(args.dir, "codes.npy")

@@ -35,7 +35,6 @@
 #include <array>
 #include <cerrno>
 #include <filesystem>
-#include <queue>
 #include <system_error>
 
 namespace ooc {
@@ -549,25 +548,38 @@ SortResult sort_runs(const MappedArray& in, MappedArray& out, const Plan& plan, 
       cursors[r].end = bounds[j + 1][r];
       refill(cursors[r]);
     }
-    auto after = [&](std::size_t a, std::size_t b) {  // the heap's order: a comes out after b
-      const R& x = *cursors[a].at;
-      const R& y = *cursors[b].at;
-      if (before<R, Float>(y, x)) return true;
-      if (before<R, Float>(x, y)) return false;
-      return a > b;  // equal: the earlier run first, as the input had them
+    // A loser tree over the runs: log2(k) comparisons a record (a heap's pop and push
+    // take twice that). A run beats another when its next record comes first; equal
+    // records: the earlier run, as the input had them; a run that is done never wins.
+    auto beats = [&](std::size_t a, std::size_t b) {
+      const Cursor& x = cursors[a];
+      const Cursor& y = cursors[b];
+      if (x.at == x.stop) return false;
+      if (y.at == y.stop) return true;
+      if (before<R, Float>(*x.at, *y.at)) return true;
+      if (before<R, Float>(*y.at, *x.at)) return false;
+      return a < b;
     };
-    std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(after)> heap(after);
-    for (std::size_t r = 0; r < k; ++r)
-      if (cursors[r].at != cursors[r].stop) heap.push(r);
+    std::vector<std::size_t> losers(k);  // losers[1..k-1]: each match's loser; leaves are k..2k-1
+    auto play = [&](auto&& self, std::size_t node) -> std::size_t {
+      if (node >= k) return node - k;
+      const std::size_t a = self(self, 2 * node), b = self(self, 2 * node + 1);
+      if (beats(a, b)) {
+        losers[node] = b;
+        return a;
+      }
+      losers[node] = a;
+      return b;
+    };
+    std::size_t winner = k == 1 ? 0 : play(play, 1);
     Writer<R> writer(out, plan, spec, kind, swap, first_out[j]);
     std::int64_t merged = 0;
-    while (!heap.empty()) {
-      const std::size_t r = heap.top();
-      heap.pop();
-      Cursor& c = cursors[r];
+    while (cursors[winner].at != cursors[winner].stop) {
+      Cursor& c = cursors[winner];
       writer.put(*c.at);
       if (++c.at == c.stop) refill(c);
-      if (c.at != c.stop) heap.push(r);
+      for (std::size_t node = (winner + k) / 2; node >= 1; node /= 2)
+        if (beats(losers[node], winner)) std::swap(losers[node], winner);
       if ((++merged & 0xfffff) == 0 && options.cancel && options.cancel->load())
         throw Cancelled(in.path(), "sort cancelled");
     }

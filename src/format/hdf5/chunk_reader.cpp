@@ -1,6 +1,7 @@
 // The chunk reader: any run of elements of a dataset that cannot be mapped (hdf5.hpp,
 // open_reader): raw chunks looked up in the serial stage, decoded on the kernel threads.
 
+#include "format/chunk_walk.hpp"
 #include "format/hdf5/library.hpp"
 #include "format/hdf5/filters.hpp"
 #include "os/mapping.hpp"
@@ -583,44 +584,13 @@ class DatasetReader final : public detail::TileReader, public Holder {
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
 
-  // Calls fn(position in the tile, position in the decoded chunk, count) for each run of
-  // elements of the chunk at `origin` (of `extent`, clipped to the dataset) that lies in
-  // [begin, end); runs are as long as the axes after merge_axis_ allow.
   template <class Fn>
   void for_each_segment(const std::vector<hsize_t>& origin, const std::vector<hsize_t>& extent, std::int64_t begin,
                         std::int64_t end, Fn&& fn) const {
-    const std::size_t m = merge_axis_;
-    const std::int64_t length = static_cast<std::int64_t>(extent[m] * strides_[m]);
-    std::vector<hsize_t> at(m, 0);  // position within the chunk along axes before m
-    while (true) {
-      std::int64_t position = static_cast<std::int64_t>(origin[m] * strides_[m]);
-      std::int64_t local = 0;
-      for (std::size_t k = 0; k < m; ++k) {
-        position += static_cast<std::int64_t>((origin[k] + at[k]) * strides_[k]);
-        local += static_cast<std::int64_t>(at[k] * chunk_strides_[k]);
-      }
-      const std::int64_t lo = std::max(position, begin), hi = std::min(position + length, end);
-      if (lo < hi) fn(lo - begin, local + (lo - position), hi - lo);
-      if (position >= end) return;  // later runs lie further on
-      std::size_t k = m;
-      while (k-- > 0) {
-        if (at[k] + 1 < extent[k]) {
-          ++at[k];
-          break;
-        }
-        at[k] = 0;
-      }
-      if (k == static_cast<std::size_t>(-1)) return;
-    }
+    chunk_walk::for_each_segment(origin, extent, strides_, chunk_strides_, merge_axis_, begin, end, fn);
   }
 
-  void fill(std::byte* at, std::size_t count) const {
-    if (fill_zero_) {
-      std::memset(at, 0, count * item_);
-      return;
-    }
-    for (std::size_t i = 0; i < count; ++i) std::memcpy(at + i * item_, fill_.data(), item_);
-  }
+  void fill(std::byte* at, std::size_t count) const { chunk_walk::fill(at, count, item_, fill_zero_, fill_); }
 
   // Elements [begin, end) through H5Dread; the caller holds the library lock.
   const std::byte* read_locked(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) {

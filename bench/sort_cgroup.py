@@ -1,12 +1,14 @@
-"""Sort larger than memory: `oocrun sort X -o S --axis none` of a float64 file inside a
+"""Order statistics larger than memory: `oocrun sort X -o S --axis none`, then `oocrun
+reduce median X` and `reduce quantile:0.01,0.5,0.99 X`, of a float64 file, each inside a
 cgroup v1 memory group (page cache included) of --limit bytes, cold, beside the I/O floor
 the issue names: reading the input twice and writing the runs and the output, at this
 disk's speeds (a cold read of the input and an fsynced write of as many bytes, measured
-first). Prints the row, the peak RSS (GNU time) and the group's peak; the result is checked
-sorted and of the input's size, chunk by chunk. Needs root and /sys/fs/cgroup/memory.
+first). Prints the rows, the peak RSS (GNU time) and the group's peak; the sort is checked
+sorted and of the input's size, chunk by chunk, and the median equal to the sorted file's. Needs root and /sys/fs/cgroup/memory.
 Run from the repository root after a build:
   /usr/bin/python3 bench/sort_cgroup.py [--dir /tmp/ooc-sort-bench] [--gib 8] [--limit 1G]"""
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -57,16 +59,22 @@ write_s = time.perf_counter() - start
 os.remove(probe)
 floor = 2 * read_s + 2 * write_s
 
-drop_from_page_cache(x, all_caches=True)
-with MemoryGroup(limit, "ooc-sort-bench") as group:
-    def enter():
-        with open(group.procs, "w") as f:
-            f.write(f"{os.getpid()}\n")
-    start = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", args.oocrun, "sort", x, "-o", s, "--axis", "none", "--json"],
-                       capture_output=True, text=True, preexec_fn=enter)
-    sort_s = time.perf_counter() - start
-    peak = group.peak()
+
+
+def in_group(command):
+    """(seconds, completed process, group peak) of oocrun COMMAND, cold, in the memory group."""
+    drop_from_page_cache(x, all_caches=True)
+    with MemoryGroup(limit, "ooc-sort-bench") as group:
+        def enter():
+            with open(group.procs, "w") as f:
+                f.write(f"{os.getpid()}\n")
+        start = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", args.oocrun, *command], capture_output=True, text=True,
+                              preexec_fn=enter)
+        return time.perf_counter() - start, done, group.peak()
+
+
+sort_s, p, peak = in_group(["sort", x, "-o", s, "--axis", "none", "--json"])
 if p.returncode:
     sys.exit(f"oocrun sort failed: {p.stderr}")
 rss_kib = int(p.stderr.strip().splitlines()[-1])
@@ -77,6 +85,17 @@ for i in range(0, n, chunk):
     piece = np.asarray(out[i:i + chunk])
     assert piece[0] >= last and np.all(piece[1:] >= piece[:-1]), f"not sorted at {i}"
     last = piece[-1]
+median_row = []
+for op in ("median", "quantile:0.01,0.5,0.99"):
+    seconds, done, group_peak = in_group(["reduce", op, x, "--json"])
+    if done.returncode:
+        sys.exit(f"oocrun reduce {op} failed: {done.stderr}")
+    value = json.loads(done.stdout.splitlines()[0])["value"]
+    if op == "median":
+        assert value == (float(out[n // 2 - 1]) + float(out[n // 2])) / 2 or n % 2, (value, out[n // 2 - 1:n // 2 + 1])
+    median_row.append(f"| {op} of {args.gib:g} GiB float64, cold, {args.limit} cgroup | {seconds:.1f} s | "
+                      f"{seconds / read_s:.2f}x one cold read | peak RSS "
+                      f"{int(done.stderr.strip().splitlines()[-1]) / 1024:.0f} MiB | cgroup peak {group_peak / 2**20:.0f} MiB |")
 del out
 if not args.keep:
     os.remove(s)
@@ -85,3 +104,4 @@ print(f"disk probe: cold read {nbytes / read_s / 1e9:.2f} GB/s, fsynced write {n
       f"I/O floor (2 reads + 2 writes) {floor:.1f} s")
 print(f"| sort of {args.gib:g} GiB float64, cold, {args.limit} cgroup | {sort_s:.1f} s | {sort_s / floor:.2f}x the "
       f"I/O floor | peak RSS {rss_kib / 1024:.0f} MiB | cgroup peak {peak / 2**20:.0f} MiB |")
+print("\n".join(median_row))

@@ -645,12 +645,8 @@ QuantileResult quantile(const MappedArray& in, const QuantileSpec& spec, std::op
       }
     }
     return result;
-  } catch (const Cancelled&) {
-    throw;  // as it is: oocrun tells a signal by it
-  } catch (const Error& e) {
-    if (!e.path().empty()) throw;
-    if (e.kind() == ErrorKind::usage) throw UsageError(in.path(), e.problem(), e.option());
-    throw Error(in.path(), e.problem(), e.kind(), e.option());
+  } catch (const Error&) {
+    order_keys::rethrow_naming_array(in.path());
   }
 }
 
@@ -805,11 +801,8 @@ UniqueResult unique(const MappedArray& in, std::uint64_t memory_budget, const Pi
   try {
     return visit_dtype(in.dtype().native(),
                        [&]<class T>(std::type_identity<T>) { return unique_of<T>(in, memory_budget, options); });
-  } catch (const Cancelled&) {
-    throw;  // as it is: oocrun tells a signal by it
-  } catch (const Error& e) {
-    if (!e.path().empty()) throw;
-    throw Error(in.path(), e.problem(), e.kind(), e.option());
+  } catch (const Error&) {
+    order_keys::rethrow_naming_array(in.path());
   }
 }
 

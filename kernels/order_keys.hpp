@@ -5,6 +5,7 @@
 
 #include "layer.hpp"
 #include "ooc/dtype.hpp"
+#include "ooc/error.hpp"
 
 #include <Eigen/Core>
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 namespace ooc::order_keys {
@@ -116,6 +118,21 @@ template <class T>
 T value_of_key(Bits<T> key, Kind kind) {
   const Bits<T> bits = bits_of(key, kind);
   return std::bit_cast<T>(bits);
+}
+
+/// Inside a catch block: rethrows the current exception, an ooc::Error without a file
+/// given `path` (a UsageError staying one), a Cancelled as it is (oocrun tells a signal by
+/// it), anything else unchanged.
+[[noreturn]] inline void rethrow_naming_array(const std::string& path) {
+  try {
+    throw;
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const Error& e) {
+    if (!e.path().empty()) throw;
+    if (e.kind() == ErrorKind::usage) throw UsageError(path, e.problem(), e.option());
+    throw Error(path, e.problem(), e.kind(), e.option());
+  }
 }
 
 }  // namespace ooc::order_keys

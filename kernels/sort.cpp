@@ -91,15 +91,21 @@ struct Record {
 
 static_assert(sizeof(Record<std::uint64_t, false, false>) == 8, "a value alone takes its own bytes in the runs");
 
-// a before b; equal records (neither before the other) keep their runs' order.
+// Negative: a before b; positive: b before a; 0: equal (they keep their runs' order).
+template <class R, bool Float>
+int compare(const R& a, const R& b) {
+  if constexpr (R::sliced)
+    if (a.slice != b.slice) return a.slice < b.slice ? -1 : 1;
+  const auto ka = order_of<typename R::Key, Float>(a.key), kb = order_of<typename R::Key, Float>(b.key);
+  if (ka != kb) return ka < kb ? -1 : 1;
+  if constexpr (R::positioned)
+    if (a.pos != b.pos) return a.pos < b.pos ? -1 : 1;
+  return 0;
+}
+
 template <class R, bool Float>
 bool before(const R& a, const R& b) {
-  if constexpr (R::sliced)
-    if (a.slice != b.slice) return a.slice < b.slice;
-  const auto ka = order_of<typename R::Key, Float>(a.key), kb = order_of<typename R::Key, Float>(b.key);
-  if (ka != kb) return ka < kb;
-  if constexpr (R::positioned) return a.pos < b.pos;
-  return false;
+  return compare<R, Float>(a, b) < 0;
 }
 
 // a and b have the same slice and order key: only their positions tell them apart.
@@ -556,9 +562,8 @@ SortResult sort_runs(const MappedArray& in, MappedArray& out, const Plan& plan, 
       const Cursor& y = cursors[b];
       if (x.at == x.stop) return false;
       if (y.at == y.stop) return true;
-      if (before<R, Float>(*x.at, *y.at)) return true;
-      if (before<R, Float>(*y.at, *x.at)) return false;
-      return a < b;
+      const int order = compare<R, Float>(*x.at, *y.at);
+      return order != 0 ? order < 0 : a < b;
     };
     std::vector<std::size_t> losers(k);  // losers[1..k-1]: each match's loser; leaves are k..2k-1
     auto play = [&](auto&& self, std::size_t node) -> std::size_t {
@@ -655,12 +660,8 @@ SortResult sort(const MappedArray& in, MappedArray& out, const SortSpec& spec, c
         if (kind == Kind::floating) return sort_typed<U, true>(in, out, plan, spec, options);
       return sort_typed<U, false>(in, out, plan, spec, options);
     });
-  } catch (const Cancelled&) {
-    throw;  // as it is: oocrun tells a signal by it
-  } catch (const Error& e) {
-    if (!e.path().empty()) throw;
-    if (e.kind() == ErrorKind::usage) throw UsageError(in.path(), e.problem(), e.option());
-    throw Error(in.path(), e.problem(), e.kind(), e.option());
+  } catch (const Error&) {
+    order_keys::rethrow_naming_array(in.path());
   }
 }
 

@@ -165,10 +165,59 @@ class PythonSweep(unittest.TestCase):
             call = ooc._common({})[0]
             self.assertEqual(ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, 8, call, None)[3], 4)
             self.assertEqual(ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, 0, call, None)[3], 1)
-            np.save(path, np.arange(10 ** 6, dtype="<f8")[::-1])
+            np.save(path, np.arange(500000, dtype="<f8")[::-1])
             self.assertEqual(ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, 2 ** 20, call, None)[3], 2)
             np.save(path, order_sample("<i2", (50000,)))
             self.assertEqual(ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, 8, call, None)[3], 1)
+
+    def test_guessed_windows(self):
+        """A mapped array of at least 2**19 values that does not fit the budget: a sample of
+        8,192 pages guesses a window of keys around each wanted rank, and one read that keeps
+        the keys in the windows finds every rank (1 read). Where the sample misleads (the
+        sampled stretches hold other values than the rest), the usual rounds follow and give
+        the same values. Keys of 8 and 4 bytes, both byte orders, NaNs; keys of 2 bytes or 1
+        are found by the first, exact histogram, in 1 read too."""
+        n = 1 << 20
+        with tempdir() as tmp:
+            path = os.path.join(tmp, "g.npy")
+            call = ooc._common({})[0]
+            cases = [("<f8", False), (">f8", True), ("<f4", True), (">i4", False), ("<u8", False), ("<i2", False),
+                     ("<f2", True), ("|u1", False)]
+            for i, (dtype, nan) in enumerate(cases):
+                a = order_sample(dtype, (n,), seed=40 + i, nan=nan)
+                np.save(path, a)
+                source = ooc.open(path)._source
+                budget = a.nbytes // 2
+                for function in ("quantile", "nanquantile", "median", "nanmedian"):
+                    for method in ("linear", "nearest") if function.endswith("quantile") else ["linear"]:
+                        with self.subTest(dtype=dtype, function=function, method=method):
+                            self.check(a, path, function, [0.001, 0.5, 0.999], None, method, memory_budget=budget)
+                with self.subTest(dtype=dtype, reads=True):
+                    self.assertEqual(
+                        ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, budget, call, None)[3], 1)
+            # Misleading pages: the stretches the sample reads (16 values at every 128th) hold
+            # the largest values; the median lies far below the windows they suggest.
+            a = np.random.default_rng(5).standard_normal(n)
+            stretches = (np.arange(8192)[:, None] * (n // 8192) + np.arange(16)).ravel()
+            a[stretches] = 1e9 + np.arange(stretches.size)
+            np.save(path, a)
+            source = ooc.open(path)._source
+            got = ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, 2 ** 20, call, None)
+            self.assertGreater(got[3], 1)
+            self.assertTrue(same_values(ooc.quantile(path, [0.1, 0.5, 0.9], memory_budget=2 ** 20),
+                                        np.quantile(a, [0.1, 0.5, 0.9])))
+            self.assertTrue(same_values(ooc.median(path, memory_budget=2 ** 20), np.median(a)))
+            self.assertEqual(loads(run("reduce", "median", path, "--json").stdout)["value"], float(np.median(a)))
+            # A value the sample barely saw fills the window: a thread keeps at most twice
+            # what the sample promised, then gives the window up; the rounds find the median.
+            b = np.zeros(n)
+            b[stretches] = np.random.default_rng(6).standard_normal(stretches.size)
+            np.save(path, b)
+            source = ooc.open(path)._source
+            got = ooc._ooc.quantile(source, [0.5], False, "linear", False, False, None, 2 ** 20, call, None)
+            self.assertGreater(got[3], 1)
+            self.assertTrue(same_values(ooc.quantile(path, [0.01, 0.5, 0.99], memory_budget=2 ** 20),
+                                        np.quantile(b, [0.01, 0.5, 0.99])))
 
     def test_selections_and_masks(self):
         a = order_sample("<f8", (50, 6), seed=3)

@@ -33,11 +33,12 @@ bool names_zarr(const std::string& path);
 
 /// A compressor or filter of an array, as its JSON names it.
 struct Codec {
-  std::string id;         // "blosc", "zlib", "gzip", "zstd", "lz4", "shuffle", "delta"
+  std::string id;         // "blosc", "zlib", "gzip", "zstd", "lz4", "shuffle", "delta", "astype"
   int level = -1;         // zlib, gzip, zstd: the level; blosc: clevel; lz4: acceleration
   std::string cname;      // blosc's codec
   int shuffle = 0;        // blosc: 0 none, 1 bytes, 2 bits
   std::size_t item = 0;   // shuffle: its elementsize; delta: the item size of its dtype
+  DType stored{Kind::floating, 8};  // delta: the dtype it sums in; astype: its encode_dtype
 };
 
 /// An array's `.zarray`, checked: everything ooc needs to read it.

@@ -20,7 +20,7 @@ from ooctest import OOCRUN, TYPES, byte_order_applies, mount_small_tmpfs, run, s
 
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
-from numcodecs import GZip, LZ4, Blosc, Delta, Shuffle, Zlib, Zstd  # noqa: E402
+from numcodecs import GZip, LZ4, AsType, Blosc, Delta, Shuffle, Zlib, Zstd  # noqa: E402
 
 BUILD = os.environ.get("OOC_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
@@ -358,6 +358,26 @@ def bad(tmp_path, path, words, status=1):
     assert not os.path.exists(tmp_path / "o.npy") and hidden_leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("decoded,encoded,compressor", [("<f8", "<f4", "zlib"), (">f8", "<f2", "none"),
+                                                        ("<i8", "|i1", "blosc-lz4-shuffle"), ("<f4", ">i2", "zstd"),
+                                                        ("<u4", "<u2", "lz4"), ("<f8", ">f4", "blosc-zstd-bitshuffle")])
+def test_filter_astype(tmp_path, decoded, encoded, compressor):
+    """numcodecs' AsType: chunks stored in encode_dtype (fewer bytes), read back as the array's
+    dtype through numpy's astype, with or without a compressor, and before a shuffle."""
+    values = sample(np.dtype(encoded), (53, 7), seed=9, nan=np.dtype(encoded).kind == "f")
+    data = values.astype(decoded)
+    z = zarr_array(tmp_path / "a.zarr", data, (10, 4), COMPRESSORS[compressor],
+                   filters=[AsType(encode_dtype=encoded, decode_dtype=decoded)])
+    expected = z[...]
+    assert same_bits(expected, data)
+    assert same_bits(read_ooc(tmp_path / "a.zarr", tmp_path), expected)
+    z = zarr_array(tmp_path / "b.zarr", data, (10, 4), COMPRESSORS[compressor],
+                   filters=[AsType(encode_dtype=encoded, decode_dtype=decoded),
+                            Shuffle(elementsize=np.dtype(encoded).itemsize)])
+    assert same_bits(read_ooc(tmp_path / "b.zarr", tmp_path), z[...])
+    assert "astype(" in run("info", tmp_path / "b.zarr").stdout
+
+
 def test_bad_metadata(tmp_path):
     path = tmp_path / "x.zarr"
     zarr_array(path, np.arange(20.0), (6,), COMPRESSORS["zlib"])
@@ -369,6 +389,8 @@ def test_bad_metadata(tmp_path):
              (json.dumps({**meta, "compressor": {"id": "bz2", "level": 1}}), ["x.zarr/.zarray", "\"bz2\""]),
              (json.dumps({**meta, "filters": [{"id": "fixedscaleoffset", "offset": 0, "scale": 1, "dtype": "<f8"}]}),
               ["x.zarr/.zarray", "\"fixedscaleoffset\""]),
+             (json.dumps({**meta, "filters": [{"id": "astype", "encode_dtype": "<f4", "decode_dtype": "<i8"}]}),
+              ["x.zarr/.zarray", "filter astype", "decode_dtype"]),
              (json.dumps({**meta, "chunks": [6, 2]}), ["x.zarr/.zarray", "chunks [6,2]"]),
              (json.dumps({**meta, "shape": [-1]}), ["x.zarr/.zarray", "shape -1"]),
              (json.dumps({**meta, "dtype": "|O"}), ["x.zarr/.zarray", "object"]),

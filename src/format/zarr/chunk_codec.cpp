@@ -70,38 +70,51 @@ std::size_t decompress(std::span<const std::byte> in, const Codec& c, std::byte*
 void decode_chunk(std::span<const std::byte> stored, const Metadata& m, std::size_t chunk_bytes, std::byte* out,
                   ChunkScratch& scratch) {
   // Filters undone last to first; the compressor writes where the first filter reads,
-  // each filter into the other buffer, the last into `out`.
+  // each filter into the other buffer, the last into `out`. An astype filter changes the
+  // item size: bytes(i) is the chunk's size with filters [0, i) applied.
+  const std::size_t elements = chunk_bytes / static_cast<std::size_t>(m.dtype.itemsize());
+  auto dtype_after = [&](std::size_t i) {  // the chunk's dtype with filters [0, i) applied
+    DType d = m.dtype;
+    for (std::size_t f = 0; f < i; ++f)
+      if (m.filters[f].id == "astype") d = m.filters[f].stored;
+    return d;
+  };
+  auto bytes = [&](std::size_t i) { return elements * static_cast<std::size_t>(dtype_after(i).itemsize()); };
   std::span<const std::byte> current = stored;
   std::vector<std::byte>* spare[2] = {&scratch.a, &scratch.b};
   int next = 0;
-  auto target = [&](bool last) -> std::byte* {
+  auto target = [&](bool last, std::size_t size) -> std::byte* {
     if (last) return out;
     std::vector<std::byte>& v = *spare[next];
     next ^= 1;
-    if (v.size() < chunk_bytes) v.resize(chunk_bytes);
+    if (v.size() < size) v.resize(size);
     return v.data();
   };
+  const std::size_t encoded = bytes(m.filters.size());
   if (m.compressor) {
-    std::byte* to = target(m.filters.empty());
-    const std::size_t size = decompress(current, *m.compressor, to, chunk_bytes);
-    if (size != chunk_bytes)
+    std::byte* to = target(m.filters.empty(), encoded);
+    const std::size_t size = decompress(current, *m.compressor, to, encoded);
+    if (size != encoded)
       throw codecs::CodecError(m.compressor->id + " data decodes to " + std::to_string(size) + " bytes, not the chunk's " +
-                               std::to_string(chunk_bytes));
+                               std::to_string(encoded));
     current = std::span<const std::byte>(to, size);
-  } else if (current.size() != chunk_bytes) {
+  } else if (current.size() != encoded) {
     throw codecs::CodecError("uncompressed chunk of " + std::to_string(current.size()) + " bytes, not the chunk's " +
-                             std::to_string(chunk_bytes));
+                             std::to_string(encoded));
   }
   for (std::size_t i = m.filters.size(); i-- > 0;) {
     const Codec& f = m.filters[i];
-    std::byte* to = target(i == 0);
+    const std::size_t size = bytes(i);
+    std::byte* to = target(i == 0, size);
     if (f.id == "shuffle") {
-      codecs::unshuffle(current.data(), to, chunk_bytes, f.item);
+      codecs::unshuffle(current.data(), to, size, f.item);
+    } else if (f.id == "astype") {  // numpy's astype, from the stored dtype to the one before it
+      convert(f.stored, current.data(), dtype_after(i), to, static_cast<std::int64_t>(elements));
     } else {  // delta
-      if (to != current.data()) std::memmove(to, current.data(), chunk_bytes);
-      undelta(to, chunk_bytes, m.dtype);
+      if (to != current.data()) std::memmove(to, current.data(), size);
+      undelta(to, size, f.stored);
     }
-    current = std::span<const std::byte>(to, chunk_bytes);
+    current = std::span<const std::byte>(to, size);
   }
   if (m.filters.empty() && !m.compressor) std::memcpy(out, stored.data(), chunk_bytes);
 }

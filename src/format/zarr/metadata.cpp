@@ -94,9 +94,23 @@ Codec codec_of(const json& j, DType dtype, bool as_filter) {
     if (d != dtype || !summable)
       throw Bad{"filter delta " + text_of(j) + " is not one ooc decodes (only a delta in the array's own dtype, native byte order, integers, float32 or float64)"};
     c.item = static_cast<std::size_t>(dtype.itemsize());
+    c.stored = dtype;
     return c;
   }
-  throw Bad{"filter \"" + c.id + "\" is not one ooc decodes (it decodes shuffle and delta)"};
+  if (c.id == "astype") {
+    // numcodecs' AsType: stored as encode_dtype, decoded by numpy's astype to decode_dtype,
+    // which must be the dtype of what it decodes into (the array's, or the next filter's).
+    try {
+      c.stored = DType::parse(j.at("encode_dtype").get<std::string>());
+      if (DType::parse(j.at("decode_dtype").get<std::string>()) != dtype) throw std::invalid_argument("decode_dtype");
+    } catch (const std::exception&) {
+      throw Bad{"filter astype " + text_of(j) + " is not one ooc decodes (an encode_dtype ooc reads, and the array's dtype, " +
+                dtype.descr() + ", as its decode_dtype)"};
+    }
+    c.item = static_cast<std::size_t>(c.stored.itemsize());
+    return c;
+  }
+  throw Bad{"filter \"" + c.id + "\" is not one ooc decodes (it decodes shuffle, delta and astype)"};
 }
 
 // The fill value, one element of `dtype` (numpy's np.array(v, dtype)).
@@ -171,7 +185,11 @@ Metadata metadata_of(const json& j) {
   const json& filters = j.at("filters");
   if (!filters.is_null()) {
     if (!filters.is_array()) throw Bad{"filters " + text_of(filters) + " is not a list"};
-    for (const json& f : filters) m.filters.push_back(codec_of(f, m.dtype, true));
+    DType stage = m.dtype;  // the dtype a filter decodes into: an astype before it changes it
+    for (const json& f : filters) {
+      m.filters.push_back(codec_of(f, stage, true));
+      if (m.filters.back().id == "astype") stage = m.filters.back().stored;
+    }
   }
   m.fill = fill_of(j.at("fill_value"), m.dtype);
   return m;
@@ -228,6 +246,7 @@ std::string Metadata::codecs_text() const {
       return "blosc(" + c.cname + ", clevel " + std::to_string(c.level) + ", " +
              (c.shuffle == 2 ? "bitshuffle" : c.shuffle == 0 ? "noshuffle" : "shuffle") + ")";
     if (c.id == "shuffle" || c.id == "delta") return c.id;
+    if (c.id == "astype") return "astype(" + c.stored.descr() + ")";
     return c.id + "(" + std::to_string(c.level) + ")";
   };
   for (const Codec& f : filters) text += one(f) + "+";

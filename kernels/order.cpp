@@ -399,10 +399,31 @@ class Select {
     std::vector<Window<U>> windows;
     constexpr std::int64_t kPages = 8192, kPerPage = 16;
     const std::int64_t n = g_.length;
-    const std::int64_t per_page = std::max<std::int64_t>(1, 4096 / static_cast<std::int64_t>(sizeof(U)));
     if (W <= 16 || g_.slices() != 1 || !in_.mapped() || in_.bytes().size() < in_.nbytes() ||
         static_cast<std::uint64_t>(n) * sizeof(U) <= budget_ || n < 4 * kPages * kPerPage)
       return windows;
+    // The sample positions a rank's window spans: +-5 standard deviations of a sample
+    // quantile, and 8. Checked against the budget before any read (without NaNs, and
+    // without the sample's repeated values, which can only widen the windows).
+    const std::int64_t size = kPages * kPerPage;
+    auto span = [&](std::int64_t rank) {
+      const double f = static_cast<double>(rank) / static_cast<double>(n);
+      const auto at = static_cast<std::int64_t>(f * static_cast<double>(size));
+      const auto margin = static_cast<std::int64_t>(5 * std::sqrt(static_cast<double>(size) * f * (1 - f))) + 8;
+      return std::pair{std::max<std::int64_t>(0, at - margin), std::min(size - 1, at + margin)};
+    };
+    auto too_large = [&](std::int64_t kept) {
+      return static_cast<double>(kept) / static_cast<double>(size) * static_cast<double>(n) * sizeof(U) > budget_ / 4;
+    };
+    std::vector<std::int64_t> ranks;
+    ranks_for(0, n, 0, ranks);
+    std::int64_t kept = 0, kept_to = -1;  // sample positions the windows span, and the last one
+    for (std::int64_t rank : ranks) {
+      const auto [from, to] = span(rank);
+      kept += std::max<std::int64_t>(0, to - std::max(from, kept_to + 1) + 1);
+      kept_to = std::max(kept_to, to);
+    }
+    if (too_large(kept)) return windows;
     // Read with pread, not through the mapping: a page fault costs ~50 us in a VM, 4,096
     // of them 0.2 s, a read a few us.
     std::vector<U> sample;
@@ -412,7 +433,7 @@ class Select {
     std::array<std::byte, kPerPage * sizeof(U)> buffer;
     read_.visit([&](const auto& read) {
       for (std::int64_t page = 0; page < kPages; ++page) {
-        const std::int64_t first = page * (n / kPages), count = std::min(kPerPage, per_page);
+        const std::int64_t first = page * (n / kPages), count = kPerPage;
         const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(U);
         const std::byte* from = mapped + first * static_cast<std::int64_t>(sizeof(U));
         if (fd >= 0 && ::pread(fd, buffer.data(), bytes,
@@ -423,16 +444,11 @@ class Select {
       }
     });
     std::sort(sample.begin(), sample.end());
-    const auto size = static_cast<std::int64_t>(sample.size());
     const auto sample_nans = std::count_if(sample.begin(), sample.end(), [&](U key) { return is_nan_key(key, read_.kind); });
-    std::vector<std::int64_t> ranks;
     ranks_for(0, n, static_cast<std::int64_t>(static_cast<double>(sample_nans) / static_cast<double>(size) * static_cast<double>(n)), ranks);
-    std::int64_t kept = 0, kept_to = -1;  // sample keys the windows span, and the last one
+    kept = 0, kept_to = -1;
     for (std::int64_t rank : ranks) {
-      const double f = static_cast<double>(rank) / static_cast<double>(n);
-      const auto at = static_cast<std::int64_t>(f * static_cast<double>(size));
-      const auto margin = static_cast<std::int64_t>(5 * std::sqrt(static_cast<double>(size) * f * (1 - f))) + 8;
-      std::int64_t from = std::max<std::int64_t>(0, at - margin), to = std::min(size - 1, at + margin);
+      auto [from, to] = span(rank);
       const U lo = from == 0 ? U(0) : sample[static_cast<std::size_t>(from)];
       const U hi = to == size - 1 ? std::numeric_limits<U>::max() : sample[static_cast<std::size_t>(to)];
       // The window holds every key equal to its ends: the sample's too, for its size.
@@ -440,14 +456,12 @@ class Select {
       to = std::upper_bound(sample.begin(), sample.end(), hi) - sample.begin() - 1;
       if (!windows.empty() && lo <= windows.back().hi) windows.back().hi = std::max(windows.back().hi, hi);
       else windows.push_back({lo, hi, 0, 0, {}});
-      const std::int64_t spanned = to - std::max(from, kept_to + 1) + 1;
+      const std::int64_t spanned = std::max<std::int64_t>(0, to - std::max(from, kept_to + 1) + 1);
       windows.back().expected += static_cast<std::int64_t>(static_cast<double>(spanned) / static_cast<double>(size) * static_cast<double>(n));
       kept += spanned;
-      kept_to = to;
+      kept_to = std::max(kept_to, to);
     }
-    if (static_cast<double>(kept) / static_cast<double>(size) * static_cast<double>(n) * sizeof(U) > budget_ / 4 ||
-        windows.size() > kMaxWindows)
-      windows.clear();
+    if (too_large(kept) || windows.size() > kMaxWindows) windows.clear();
     return windows;
   }
 

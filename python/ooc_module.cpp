@@ -289,6 +289,7 @@ ooc::kernels::PyScalar python_number(const py::handle& value) {
 void prepare_input(const ooc::MappedArray& array, ooc::PipelineOptions& options) {
   ooc::check_not_in_place(array);
   options.tile_bytes = ooc::tile_bytes_spanning(array, options.tile_bytes);
+  options.tiles_span_source = false;
 }
 
 // copy onto the array it reads (through any name of its file, or the same HDF5

@@ -656,3 +656,27 @@ TEST_CASE("select on a named array is a view beside it, sharing its mapping; on 
   ooc::MappedArray moved = ooc::map_file(dir.file("a.npy")).select("5");  // the && form
   CHECK(values_of(moved) == std::vector<double>{40, 41, 42, 43, 44, 45, 46, 47});
 }
+
+TEST_CASE("a selection's tiles span tile_bytes of its source, whoever calls (issue 28)") {
+  // ooc::reduce(x.select(":, 2"), Sum{}) with the default options once cut tiles of 16 MiB
+  // of the column, each spanning 128 MiB of the file: a masked sum of an 8 GiB file then
+  // held 159 MiB, where oocrun, which sized its tiles itself, held 100.
+  ScratchDir dir;
+  const ooc::MappedArray x = iota_array(dir.file("t.npy"), std::int64_t{1} << 16, 8, ooc::Order::c);  // 4 MiB
+  const ooc::MappedArray column = x.select(":, 2");                                                 // 512 KiB
+  const double expected = 8.0 * (65535.0 * 65536.0 / 2) + 2.0 * 65536;
+  auto tiles_of = [&](bool span_source) {
+    ooc::PipelineOptions options;
+    options.tile_bytes = 256 * 1024;
+    options.tiles_span_source = span_source;
+    std::size_t tiles = 0;
+    options.on_progress = [&](const ooc::Progress& p) { tiles = p.tiles; };
+    CHECK(ooc::reduce(column, ooc::kernels::Sum{}, options).as_double() == expected);
+    return tiles;
+  };
+  const std::size_t spanning = tiles_of(true), selected = tiles_of(false);
+  CAPTURE(spanning);
+  CAPTURE(selected);
+  CHECK(selected >= 1);
+  CHECK(spanning >= 4 * selected);  // 8 times as many, up to the plans' block rounding
+}

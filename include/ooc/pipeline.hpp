@@ -46,6 +46,11 @@ struct PipelineOptions {
   int threads = 0;                            ///< 0: every core TBB sees
   Io io = Io::automatic;
   std::uint64_t tile_bytes = kDefaultTileBytes;
+  /// For a selection (a stride, an index list or a mask over a source), whether tile_bytes
+  /// counts the source bytes a tile spans (ooc::tile_bytes_spanning), so that resident
+  /// memory is bounded by the tile size however sparse the selection, or the selection's
+  /// own bytes: false for a caller that has sized the tiles already (oocrun, Python).
+  bool tiles_span_source = true;
   int prefetch = 2;                           ///< tiles whose pages are requested ahead
   int tokens_per_thread = 2;                  ///< tiles in flight per thread
   bool populate = false;                      ///< fill a tile's input page table before its kernel runs

@@ -54,6 +54,7 @@ void Context::stop_if_cancelled() const {
 
 void Context::size_tiles_for(const MappedArray& a, PipelineOptions& options) const {
   if (!job.spans_ranks()) options.tile_bytes = tile_bytes_spanning(a, options.tile_bytes);
+  options.tiles_span_source = false;  // sized here (not at all for MPI ranks, whose plans must agree)
 }
 
 MappedArray Context::open_to_read(const std::string& path, PipelineOptions& options) const {

@@ -1,4 +1,5 @@
 #include "ooc/kernel.hpp"
+#include "ooc/selection.hpp"
 
 #include <new>
 
@@ -38,7 +39,9 @@ std::exception_ptr current_exception_naming(const std::string& path) {
 }
 
 TilePlan plan_run(const MappedArray& array, const PipelineOptions& options) {
-  const TilePlan plan = TilePlan::for_array(array, options.tile_bytes).slice(options.tiles);
+  const std::uint64_t tile_bytes =
+      options.tiles_span_source ? tile_bytes_spanning(array, options.tile_bytes) : options.tile_bytes;
+  const TilePlan plan = TilePlan::for_array(array, tile_bytes).slice(options.tiles);
   check_mapped(array, plan);
   return plan;
 }

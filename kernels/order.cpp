@@ -387,10 +387,10 @@ class Select {
   }
 
  private:
-  // Windows around the ranks of a single slice, from 65,536 keys read 16 at a time from
-  // 4,096 pages spread over a mapped array: each window spans its rank's sample position
-  // +- 6 standard deviations of a sample quantile (and 8 keys), so that a rank falls
-  // outside only on data whose pages differ wildly, which then costs the usual rounds.
+  // Windows around the ranks of a single slice, from 131,072 keys read 16 at a time from
+  // 8,192 places spread over a mapped array: each window spans its rank's sample position
+  // +- 5 standard deviations of a sample quantile (and 8 keys), so that a rank falls
+  // outside only on data whose stretches differ wildly, which then costs the usual rounds.
   // None where the array is small, not mapped (a selection, a chunked source), where the
   // windows would keep more than a quarter of the memory budget, or for keys of 16 bits or
   // fewer (the first histogram is exact).

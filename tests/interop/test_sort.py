@@ -194,22 +194,30 @@ class CliSweep(Case):
         """Ctrl-C: exit 130, no output; kill -9: the runs' file was never named, and the
         output's temporary is removed by the next run of the same command."""
         np.save(self.path("a.npy"), sample("<f8", (3_000_000,), 5))
+        expected = np.sort(np.load(self.path("a.npy")), kind="stable")
         cmd = [OOCRUN, "sort", "a.npy", "-o", "o.npy", "--axis", "none", "--memory", "4M", "--threads", "2"]
         for sig in (signal.SIGINT, signal.SIGKILL):
-            p = subprocess.Popen(cmd, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(0.3)
-            p.send_signal(sig)
-            _, err = p.communicate()
-            with self.subTest(signal=sig):
-                if p.returncode == 0:
-                    continue  # finished first: nothing to see
-                self.assertEqual(p.returncode, 130 if sig == signal.SIGINT else -9, err)
-                self.assertFalse(os.path.exists(self.path("o.npy")))
-                if sig == signal.SIGINT:
-                    self.assertEqual(self.leftovers(), [])
+            for delay in (0.05, 0.15, 0.3):
+                if os.path.exists(self.path("o.npy")):
+                    os.remove(self.path("o.npy"))
+                p = subprocess.Popen(cmd, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                time.sleep(delay)
+                p.send_signal(sig)
+                _, err = p.communicate()
+                with self.subTest(signal=sig, delay=delay):
+                    if p.returncode == 0:
+                        continue  # finished first: nothing to see
+                    self.assertEqual(p.returncode, 130 if sig == signal.SIGINT else -9, err)
+                    if sig == signal.SIGINT:
+                        self.assertFalse(os.path.exists(self.path("o.npy")))
+                        self.assertEqual(self.leftovers(), [])
+                    elif os.path.exists(self.path("o.npy")):  # killed after the commit: whole
+                        self.assertTrue(bit_equal(np.load(self.path("o.npy")), expected))
+        if os.path.exists(self.path("o.npy")):
+            os.remove(self.path("o.npy"))
         subprocess.run(cmd, cwd=self.dir, check=True, capture_output=True)
         self.assertEqual(self.leftovers(), [])
-        self.assertTrue(bit_equal(np.load(self.path("o.npy")), np.sort(np.load(self.path("a.npy")), kind="stable")))
+        self.assertTrue(bit_equal(np.load(self.path("o.npy")), expected))
 
 
 @unittest.skipIf(ooc is None, "the Python module is not built")

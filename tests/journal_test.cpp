@@ -656,6 +656,59 @@ TEST_CASE("apply_in_place: a stopped run says the journal keeps its progress; th
   CHECK_FALSE(std::filesystem::exists(path + ".ooc-journal"));
 }
 
+TEST_CASE("apply_in_place on an uncompressed Zarr array: chunks replaced whole, a stopped run resumed once") {
+  ScratchDir dir;
+  const std::string source = dir.file("a.npy"), path = dir.file("a.zarr");
+  const std::int64_t n = 20 * kTile + 3;
+  write_iota(source, n);
+  {
+    ooc::Compression none;
+    none.codec = "none";
+    none.chunk_rows = 3000;  // tiles of kTile elements cut chunks: gathered, then replaced
+    const ooc::MappedArray in = ooc::map_file(source);
+    ooc::MappedArray out = ooc::create_zarr(path, ooc::dtype_of<double>, {n}, ooc::Order::c, none);
+    ooc::transform_as<double>(in, out, [](const auto& x) { return x; }, options(2));
+    out.commit();
+  }
+  auto add_one_until = [](std::int64_t stop) {
+    return [stop](ooc::MappedArray& a, const ooc::PipelineOptions& o) {
+      ooc::PipelineOptions until = o;
+      std::atomic<bool> cancel{false};
+      until.cancel = &cancel;
+      until.on_progress = [&](const ooc::Progress& p) {
+        if (static_cast<std::int64_t>(p.elements_done) >= stop) cancel = true;
+      };
+      ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1.0; }, until);
+    };
+  };
+  {
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    CHECK_THROWS_WITH_AS(ooc::apply_in_place(a, kCommand, options(2), add_one_until(8 * kTile)),
+                         doctest::Contains("the same run again finishes it (progress is kept in "), ooc::Cancelled);
+  }
+  CHECK_THROWS_WITH_AS(ooc::check_not_in_place(ooc::map_file(path)),
+                       doctest::Contains(("finish it by running `" + kCommand + " " + path + "` again").c_str()), ooc::Error);
+  {
+    ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
+    const bool resumed = ooc::apply_in_place(a, kCommand, options(3), add_one_until(n + 1), true,
+                                             [](const ooc::InPlaceJournal& journal) {
+                                               CHECK(std::string(journal.unit()) == "chunks");
+                                               CHECK(journal.tiles() == 55);  // chunks of 3000 elements
+                                               CHECK(journal.tiles_done_before() > 0);
+                                               CHECK(journal.tiles_done_before() < 55);
+                                             });
+    CHECK(resumed);
+  }
+  std::vector<double> v(static_cast<std::size_t>(n));
+  {
+    const ooc::MappedArray back = ooc::map_file(path);
+    ooc::check_not_in_place(back);
+    ooc::read(back, {0, n}, std::as_writable_bytes(std::span(v)));
+  }
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE(v[static_cast<std::size_t>(i)] == static_cast<double>(i) + 1);
+  CHECK_FALSE(std::filesystem::exists(path + ".ooc-journal"));
+}
+
 TEST_CASE("apply_in_place without a journal says the array may be partly rewritten") {
   ScratchDir dir;
   const std::string path = dir.file("a.npy");

@@ -46,9 +46,13 @@ class InPlaceJournal final : public TileJournal {
   const std::string& path() const;
   /// True when a journal from an earlier run was found and its partly written tiles put back.
   bool resumed() const;
-  /// Tiles done by earlier runs, of tiles() in all.
+  /// Tiles done by earlier runs, of tiles() in all (for a Zarr array: chunks, see unit()).
   std::size_t tiles_done_before() const;
   std::size_t tiles() const;
+  /// What tiles() counts: "tiles", or "chunks" for a Zarr array, whose chunk files are
+  /// replaced whole (each written beside its file, synced, renamed over it) and told done
+  /// by their files' identities, which the journal keeps from before the run.
+  const char* unit() const;
   /// Tiles recorded done by a durable record so far (done before included).
   std::size_t tiles_recorded() const;
   /// True when the journal stays after this object: tiles were written, or done before.

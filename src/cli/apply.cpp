@@ -74,12 +74,12 @@ int ApplyCommand::run(Context& context) const {
       }
       resumed = journal->resumed();
       if (resumed && journal->tiles_done_before() == journal->tiles())  // only its journal's removal was cut short
-        context.report("the in-place run on " + path_ + " had finished (" + std::to_string(journal->tiles()) +
-                       " tiles done): nothing is applied again, its journal is removed");
+        context.report("the in-place run on " + path_ + " had finished (" + std::to_string(journal->tiles()) + " " +
+                       journal->unit() + " done): nothing is applied again, its journal is removed");
       else if (resumed)
         context.report("resuming the interrupted in-place run on " + path_ + ": " +
                        std::to_string(journal->tiles_done_before()) + " of " + std::to_string(journal->tiles()) +
-                       " tiles were done");
+                       " " + journal->unit() + " were done");
     }
     context.follow_progress(options, a);
     try {

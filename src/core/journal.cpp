@@ -1,6 +1,7 @@
 #include "ooc/journal.hpp"
 
 #include "format/hdf5.hpp"
+#include "format/zarr.hpp"
 
 #include "core/mapped_array_access.hpp"
 #include "ooc/internal/pipeline.hpp"
@@ -102,6 +103,18 @@ struct SlotHeader {
   std::uint64_t tile;
   std::int64_t begin, end;          // elements whose original bytes follow
   std::uint64_t data_checksum;
+  std::uint64_t checksum;
+};
+
+// A Zarr array rewritten in place (format/zarr.hpp, ChunkReplacer) keeps no slots: each
+// chunk is replaced whole, by a rename. Its journal holds, at kSlotsAt, this record and
+// then each chunk file's identity (inode number, 0 for none) from before the run: a chunk
+// whose file is another now was replaced. Its header has no slots and no tile plan.
+constexpr char kChunkTableMagic[8] = {'O', 'O', 'C', 'J', 'C', 'H', 'K', '1'};
+struct ChunkTable {
+  char magic[8];
+  std::uint64_t chunks;
+  std::uint64_t identities_checksum;
   std::uint64_t checksum;
 };
 
@@ -306,11 +319,15 @@ std::string journal_path(const std::string& array_path) {
     std::replace(name.begin(), name.end(), '/', '%');
     return link_target(dataset->file) + name + ".ooc-journal";
   }
-  return link_target(array_path) + ".ooc-journal";
+  // A Zarr array is a directory: x.zarr/ and x.zarr have the one journal beside it.
+  std::string path = array_path;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return link_target(path) + ".ooc-journal";
 }
 
 struct InPlaceJournal::Impl {
   MappedArray* array = nullptr;
+  zarr::ChunkReplacer* chunks = nullptr;  // a Zarr array's chunks, replaced whole: no slots, no threads
   std::string path;
   std::string mark;     // mark_name of the array
   bool marked = false;  // this run set the mark (the file system keeps extended attributes)
@@ -456,6 +473,89 @@ struct InPlaceJournal::Impl {
       state = "; the array is unchanged";
     }
     throw Error(array->path(), "cannot sync the directory of its in-place journal " + path + " (" + why + ")" + state);
+  }
+
+  // A Zarr array's run (chunks set): a fresh journal holding every chunk file's identity,
+  // or the stopped run's, whose chunks with another file now are left as they are.
+  void open_chunks(const std::string& command, bool found) {
+    const os::FileId id = os::file_id(detail::MappedArrayAccess::fd(*array), array->path());
+    tiles = static_cast<std::size_t>(chunks->chunks());
+    if (found) {
+      fd = os::open_existing(path, true);
+      const auto h = read_record<Header>(fd.get(), 0, path);
+      ProgressRecord p{};
+      if (!valid_header(h) || !read_progress(fd.get(), path, p))
+        throw Error(path, "the in-place journal is damaged; the array may be partly rewritten", ErrorKind::corrupt);
+      if (h.device != id.device || h.inode != id.inode || text_of(h.array) != array_key(*array) || h.slots != 0 ||
+          h.tiles != tiles)
+        throw Error(array->path(), "the journal " + path + " belongs to another array (" + text_of(h.array) +
+                                       "); if the array was replaced on purpose, remove the journal");
+      for (std::size_t i = 0; i < 2; ++i)  // the record holding p is the durable one
+        if (read_record<ProgressRecord>(fd.get(), kProgressAt + i * kProgressStride, path).sequence == p.sequence)
+          durable_record = i;
+      sequence = p.sequence;
+      resumed = true;
+      if (ooc::finished(h, p)) {  // only the journal's removal was cut short
+        first_tile = tiles;
+        chunks->start(std::vector<bool>(tiles, true));
+        return;
+      }
+      const auto table = read_record<ChunkTable>(fd.get(), kSlotsAt, path);
+      std::vector<std::uint64_t> before(tiles);
+      if (!valid(table, kChunkTableMagic) || table.chunks != tiles ||
+          os::read_at(fd.get(), before.data(), tiles * sizeof(std::uint64_t), kSlotsAt + kBlock, path) !=
+              tiles * sizeof(std::uint64_t) ||
+          checksum(before.data(), tiles * sizeof(std::uint64_t)) != table.identities_checksum)
+        throw Error(path, "the in-place journal is damaged; the array may be partly rewritten", ErrorKind::corrupt);
+      const std::vector<std::uint64_t> now = chunks->identities();
+      std::vector<bool> done(tiles);
+      for (std::size_t k = 0; k < tiles; ++k) {
+        if (before[k] != 0 && now[k] == 0)
+          throw Error(array->path(), "a chunk file was removed since its unfinished in-place run (journal " + path +
+                                         "): it was written since; if it was made anew on purpose, remove the journal");
+        done[k] = now[k] != before[k];
+        first_tile += done[k] ? 1 : 0;
+      }
+      chunks->start(std::move(done));
+      return;
+    }
+    const std::vector<std::uint64_t> ids = chunks->identities();
+    Header h{};
+    std::memcpy(h.magic, kHeaderMagic, sizeof h.magic);
+    h.device = id.device;
+    h.inode = id.inode;
+    h.elements = array->size();
+    h.tiles = tiles;
+    copy_text(h.command, command);
+    copy_text(h.array, array_key(*array));
+    h.tail_begin = -1;
+    h.checksum = record_checksum(h);
+    ChunkTable table{};
+    std::memcpy(table.magic, kChunkTableMagic, sizeof table.magic);
+    table.chunks = tiles;
+    table.identities_checksum = checksum(ids.data(), ids.size() * sizeof(std::uint64_t));
+    table.checksum = record_checksum(table);
+    std::filesystem::path temp;
+    os::UniqueFd file = os::create_temp_beside(path, temp);
+    try {
+      os::write_at(file.get(), &h, sizeof h, 0, path);
+      os::write_at(file.get(), &table, sizeof table, kSlotsAt, path);
+      os::write_at(file.get(), ids.data(), ids.size() * sizeof(std::uint64_t), kSlotsAt + kBlock, path);
+      fd = std::move(file);
+      write_progress(0, 0, 0, true);
+      os::rename_file(temp, path);
+    } catch (...) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw;
+    }
+    if (const std::string why = os::try_sync_directory_of(path); !why.empty()) {
+      fd = os::UniqueFd();
+      ::unlink(path.c_str());
+      throw Error(array->path(), "cannot sync the directory of its in-place journal " + path + " (" + why +
+                                     "); the array is unchanged");
+    }
+    chunks->start({});
   }
 
   // What a run stopped with this journal kept needs.
@@ -776,6 +876,26 @@ std::unique_ptr<InPlaceJournal> InPlaceJournal::open(MappedArray& array, const s
   std::string found = find_journal(array_fd, array.path());
   j.path = found.empty() ? journal_path(array.path()) : found;
   j.remove_stale_temporaries();
+  j.chunks = dynamic_cast<zarr::ChunkReplacer*>(detail::MappedArrayAccess::writer(array));
+  if (j.chunks != nullptr) {
+    if (!found.empty()) {  // another command's finished journal is only left over
+      const os::UniqueFd old = os::open_existing(j.path, false);
+      const auto h = read_record<Header>(old.get(), 0, j.path);
+      ProgressRecord p{};
+      if (valid_header(h) && read_progress(old.get(), j.path, p) && text_of(h.command) != command) {
+        if (!finished(h, p))
+          throw Error(array.path(), "an in-place run on it did not finish (journal " + j.path + "): " +
+                                        finish_hint(h, array.path()) + " before running another command on it",
+                      ErrorKind::busy);
+        os::remove_file(j.path);
+        found.clear();
+      }
+    }
+    j.open_chunks(command, !found.empty());
+    if (j.first_tile == j.tiles) options.first_tile = TilePlan::for_array(array, options.tile_bytes).size();
+    options.journal = nullptr;  // nothing to save before a tile's kernel writes: the chunk files change by renames
+    return std::unique_ptr<InPlaceJournal>(new InPlaceJournal(std::move(impl)));
+  }
 
   std::int64_t tile_elements = TilePlan::for_array(array, options.tile_bytes).tile_elements();
   std::size_t done_tiles = 0;
@@ -900,14 +1020,18 @@ const std::string& InPlaceJournal::path() const { return impl_->path; }
 bool InPlaceJournal::resumed() const { return impl_->resumed; }
 std::size_t InPlaceJournal::tiles_done_before() const { return impl_->first_tile; }
 std::size_t InPlaceJournal::tiles() const { return impl_->tiles; }
+const char* InPlaceJournal::unit() const { return impl_->chunks ? "chunks" : "tiles"; }
 std::size_t InPlaceJournal::tiles_recorded() const {
   std::lock_guard lock(impl_->m);
   return impl_->durable_to;
 }
-bool InPlaceJournal::kept() const { return impl_->resumed || impl_->touched.load(); }
+bool InPlaceJournal::kept() const {
+  return impl_->resumed || (impl_->chunks ? impl_->chunks->replaced() : impl_->touched.load());
+}
 
 void InPlaceJournal::before_write(const Tile& tile) {
   Impl& j = *impl_;
+  if (j.chunks) return;
   j.touched = true;
   std::unique_lock lock(j.m);
   if (tile.index < j.committed_to || tile.index >= j.tiles)
@@ -927,6 +1051,7 @@ void InPlaceJournal::before_write(const Tile& tile) {
 
 void InPlaceJournal::after_commit(const Tile& tile) {
   Impl& j = *impl_;
+  if (j.chunks) return;
   {
     std::lock_guard lock(j.m);
     if (j.failure) std::rethrow_exception(j.failure);
@@ -939,6 +1064,7 @@ void InPlaceJournal::after_commit(const Tile& tile) {
 
 void InPlaceJournal::checkpoint() {
   Impl& j = *impl_;
+  if (j.chunks) return;  // a replaced chunk is on disk before its rename
   std::unique_lock lock(j.m);
   j.want_durable = j.committed_to;
   j.changed.notify_all();
@@ -955,7 +1081,9 @@ void InPlaceJournal::finish() {
   // durably, so that a journal outliving this is a finished one, which the next run
   // removes, applying nothing.
   try {
-    if (j.durable_to < j.committed_to) {
+    if (j.chunks) {
+      j.write_progress(j.tiles, j.array->size(), 0, true);
+    } else if (j.durable_to < j.committed_to) {
       const std::size_t last = j.committed_to - 1;
       j.write_progress(j.committed_to, j.tile_end(last),
                        sampled_checksum(*j.array, j.tile_begin(last), j.tile_end(last)), true);
@@ -1027,6 +1155,7 @@ void lock_for_in_place(const MappedArray& array) {
   if (!os::try_lock(detail::MappedArrayAccess::fd(array), true, array.path()))
     throw Error(array.path(), kInUseByAnotherRun, ErrorKind::busy);
   refuse_unfinished_journal(array.path(), detail::MappedArrayAccess::fd(array));
+  if (auto* chunks = dynamic_cast<zarr::ChunkReplacer*>(detail::MappedArrayAccess::writer(array))) chunks->start({});
 }
 
 bool apply_in_place(MappedArray& array, const std::string& command, PipelineOptions options,

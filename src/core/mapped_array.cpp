@@ -48,6 +48,9 @@ struct MappedArray::Impl {
   // for an array read tile by tile, or a writer for an output written tile by tile
   // (compressed HDF5).
   std::variant<os::Mapping, std::unique_ptr<detail::TileReader>, std::unique_ptr<detail::TileWriter>> bytes;
+  // An uncompressed Zarr array opened to be rewritten in place: read by its reader (bytes),
+  // written back chunk by chunk by this.
+  std::unique_ptr<zarr::ChunkReplacer> replacer;
 
   const os::Mapping* mapping() const { return std::get_if<os::Mapping>(&bytes); }
   os::Mapping* mapping() { return std::get_if<os::Mapping>(&bytes); }
@@ -56,6 +59,7 @@ struct MappedArray::Impl {
     return reader ? reader->get() : nullptr;
   }
   detail::TileWriter* writer() const {
+    if (replacer) return replacer.get();
     const auto* writer = std::get_if<std::unique_ptr<detail::TileWriter>>(&bytes);
     return writer ? writer->get() : nullptr;
   }
@@ -307,12 +311,12 @@ void MappedArray::Impl::open_zarr(const std::string& name, Access access) {
     throw Error(name, "is a directory, not a Zarr array (it holds no .zarray)");
   }
   const zarr::Metadata metadata = zarr::read_metadata(name);
-  if (writable)
-    throw UsageError(name, metadata.compressor || !metadata.filters.empty()
-                               ? "a compressed Zarr array cannot be modified in place (its chunks would change "
-                                 "size); write a new array with an output name"
-                               : "a Zarr array cannot be modified in place yet; write a new array with an output name");
-  fd = os::open_existing((std::filesystem::path(name) / ".zarray").string(), false);
+  if (writable && (metadata.compressor || !metadata.filters.empty()))
+    throw UsageError(name, "a compressed Zarr array cannot be modified in place (its chunks would change size); "
+                           "write a new array with an output name");
+  // The .zarray's descriptor holds the locks (an exclusive one needs it writable) and
+  // names the array to its in-place journal.
+  fd = os::open_existing((std::filesystem::path(name) / ".zarray").string(), writable);
   info.format = "zarr";
   info.format_version = "2";
   info.dtype = metadata.dtype;
@@ -320,6 +324,7 @@ void MappedArray::Impl::open_zarr(const std::string& name, Access access) {
   info.order = metadata.shape.size() > 1 ? metadata.order : Order::c;
   info.data_offset = 0;
   bytes = zarr::open_reader(name, metadata, name);
+  if (writable) replacer = zarr::open_replacer(name, metadata, name);
   window = ElementRange{0, info.size()};
 }
 

@@ -129,6 +129,14 @@ void Streams::add_output(const MappedArray& array) {
   const bool in_place = std::any_of(impl_->streams.begin(), impl_->streams.end(),
                                     [&](const auto& s) { return s->array == &array; });
   Impl::Stream& s = impl_->add(array, true);
+  if (detail::TileWriter* sink = MappedArrayAccess::writer(array); sink != nullptr && !array.mapped()) {
+    // In place on an array read and written tile by tile (an uncompressed Zarr array's
+    // chunk files): the kernel rewrites the tile its reader decoded, and its writer stores it.
+    s.reader = MappedArrayAccess::reader(array);
+    s.sink = sink;
+    impl_->make_buffers(s);
+    return;
+  }
   if (detail::TileWriter* sink = MappedArrayAccess::writer(array); sink != nullptr && !in_place) {
     s.sink = sink;
     impl_->make_buffers(s);
@@ -179,7 +187,7 @@ void Streams::prefetch(std::size_t position) {
     for (auto& s : m.streams)
       if (!s->output && !s->buffered())
         MappedArrayAccess::advise(*s->array, ahead.begin, ahead.end, os::Advice::will_need);
-      else if (!s->output && s->reader)
+      else if (s->reader)  // an input's, or an in-place stream's
         s->reader->will_need(ahead.begin, ahead.end);
   }
 }
@@ -196,7 +204,7 @@ void Streams::acquire(const Tile& tile) {
       s->writer->wait(s->written[slot]);  // the write of tile index - slots, from this buffer
       s->starts[slot] = s->writer->place(tile.begin, tile.end, s->buffers[slot]);
     }
-    if (s->sink) {
+    if (s->sink && !s->reader) {
       s->buffers[slot].ensure(static_cast<std::size_t>(std::max<std::int64_t>(1, tile.end - tile.begin)) *
                               static_cast<std::size_t>(s->array->dtype().itemsize()));
       s->starts[slot] = s->buffers[slot].data();
@@ -233,7 +241,7 @@ void Streams::release(std::size_t position) {
     if (s->sink) {
       const std::size_t slot = tile.index % m.slots;
       s->sink->write(tile.begin, tile.end, s->starts[slot], s->encoded[slot].get());
-      continue;
+      if (!s->reader) continue;
     }
     if (s->reader) {
       s->reader->release(tile.begin, tile.end);

@@ -79,6 +79,31 @@ std::uint64_t stored_bytes(const std::string& array);
 std::unique_ptr<detail::TileReader> open_reader(const std::string& array, const Metadata& metadata,
                                                 const std::string& shown);
 
+/// The writer of an uncompressed array rewritten in place (`--in-place`), chunk by chunk as
+/// zarr-python writes one: a chunk's new bytes go to a hidden file beside it (`.KEY.ooc-new`),
+/// fdatasynced, then renamed over it, so that each chunk file holds either its old bytes or
+/// its new ones. Whole chunks are replaced by the kernel threads, chunks that tile
+/// boundaries cut once gathered; finish() syncs the directories of the renames. Which
+/// chunks a stopped run replaced is told by the files' identities (the in-place journal
+/// keeps them from before the run).
+class ChunkReplacer : public detail::TileWriter {
+ public:
+  /// Chunks in the array's grid, written or not.
+  virtual std::uint64_t chunks() const = 0;
+  /// Each chunk file's identity now (its inode number), 0 for a chunk that has no file.
+  virtual std::vector<std::uint64_t> identities() const = 0;
+  /// Once the run holds the array's lock: removes the hidden files of a run that stopped
+  /// (never renamed, so never the array's) and takes the chunks to leave as they are
+  /// (`done`, replaced by that run; empty: none). Every other chunk is written.
+  virtual void start(std::vector<bool> done) = 0;
+  /// True once any chunk file was replaced.
+  virtual bool replaced() const = 0;
+};
+/// For `array` (no compressor, no filter), whose `.zarray` says `metadata`; errors name
+/// `shown`.
+std::unique_ptr<ChunkReplacer> open_replacer(const std::string& array, const Metadata& metadata,
+                                             const std::string& shown);
+
 /// What a Zarr output is compressed with when nothing is asked: zarr-python's default,
 /// Blosc lz4 at level 5 with byte shuffle.
 Compression default_compression();

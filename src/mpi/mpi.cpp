@@ -167,6 +167,9 @@ MappedArray map_share(const Communicator& comm, const std::string& path, Access 
   return comm.all_or_none([&] {
     MappedArray array = map_file(path, access, ElementRange{mine.begin(), mine.end()});
     if (!same_layout(array.info(), info)) throw Error(path, "the file changed while it was being opened");
+    if (access == Access::read_write && !array.mapped())  // a Zarr array's chunks cross the ranks' shares
+      throw UsageError(path, "under MPI, a Zarr array cannot be modified in place (its chunks cross the ranks' "
+                             "shares): run in place without mpirun, or write a new array with -o");
     return array;
   });
 }

@@ -78,6 +78,26 @@ def make_inputs(d):
         g["b"].attrs["unit"] = "m"
     with f.File(os.path.join(d, "in.h5"), "w") as h:
         h.create_dataset("c", data=rng.standard_normal((n // 8, 8)), chunks=(500, 8), compression="gzip")
+    if zarr() is not None:  # X's values, uncompressed, in chunks that tiles cut (rewritten in place)
+        z = zarr().open(os.path.join(d, "U.zarr"), mode="w", shape=x.shape, chunks=(5000,), dtype=x.dtype,
+                        compressor=None)
+        z[...] = x
+
+
+def zarr():
+    try:
+        import zarr as module
+    except ImportError:
+        return None
+    return module
+
+
+def state_of(path):
+    """A file's bytes, or a directory's files (hidden ones too) with their bytes."""
+    if not os.path.isdir(path):
+        return file_bytes(path)
+    return tuple(sorted((os.path.relpath(os.path.join(root, n), path), file_bytes(os.path.join(root, n)))
+                        for root, _, names in os.walk(path) for n in names))
 
 
 # --------------------------------------------------------------------------------------
@@ -108,6 +128,9 @@ CASES = [
     Case("import", ["import", "data.csv", "-o", "I.npy"], ["data.csv"], "I.npy", "npy"),
     Case("import_h5_existing", ["import", "data.csv", "-o", "existing.h5:/y"], ["data.csv"], "existing.h5:/y", "h5"),
     Case("export", ["export", "M.npy", "-o", "out.csv"], ["M.npy"], "out.csv", "text"),
+    Case("zarr_new", ["apply", "add-one", "X.npy", "-o", "Z.zarr", "--chunks", "5000"], ["X.npy"], "Z.zarr", "zarr",
+         needs=("zarr",)),
+    Case("zarr_in_place", ["apply", "add-one", "U.zarr", "--in-place"], [], "U.zarr", "in_place", needs=("zarr",)),
 ]
 if os.environ.get("OOC_FAULT_CASES"):
     wanted = os.environ["OOC_FAULT_CASES"].split(",")
@@ -129,8 +152,11 @@ class Trial:
         self.deferred = False
         self.dir = tempfile.mkdtemp(prefix=f"{case.name}-{tag}-", dir=root)
         for n in os.listdir(pristine):
-            shutil.copy2(os.path.join(pristine, n), self.dir)
-        self.before = {n: file_bytes(os.path.join(self.dir, n)) for n in os.listdir(self.dir)}
+            if os.path.isdir(os.path.join(pristine, n)):
+                shutil.copytree(os.path.join(pristine, n), os.path.join(self.dir, n))
+            else:
+                shutil.copy2(os.path.join(pristine, n), self.dir)
+        self.before = {n: state_of(os.path.join(self.dir, n)) for n in os.listdir(self.dir)}
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -170,9 +196,9 @@ class Trial:
     def output_state(self):
         """The output as comparable data, or None where it is absent."""
         case = self.case
-        if case.kind in ("npy", "text", "in_place"):
+        if case.kind in ("npy", "text", "in_place", "zarr"):
             p = self.path(case.output)
-            return file_bytes(p) if os.path.exists(p) else None
+            return state_of(p) if os.path.exists(p) else None
         file, dataset = case.output.split(":")
         p = self.path(file)
         if not os.path.exists(p):
@@ -195,14 +221,14 @@ class Trial:
         if lines and not any(n in lines[-1] for n in names):
             problems.append("the message names neither the output nor an input")
         for n in case.inputs:
-            if file_bytes(self.path(n)) != self.before[n]:
+            if state_of(self.path(n)) != self.before[n]:
                 problems.append(f"input {n} changed")
         problems += self.rollback(err)
         if case.kind != "in_place":
             left = leftovers(self.dir)
             if left:
                 problems.append(f"left {left}")
-        if case.kind in ("npy", "text"):
+        if case.kind in ("npy", "text", "zarr"):
             if os.path.exists(self.path(case.output)):
                 problems.append(f"{case.output} published")
         elif case.kind == "h5":
@@ -253,7 +279,7 @@ class Trial:
         if got != case.expected:
             problems.append("output missing" if got is None else "output differs from the fault-free run's")
         for n in case.inputs:
-            if file_bytes(self.path(n)) != self.before[n]:
+            if state_of(self.path(n)) != self.before[n]:
                 problems.append(f"input {n} changed")
         left = leftovers(self.dir)
         if left:
@@ -379,6 +405,11 @@ def main():
         for case in CASES:
             # The fault-free run: its output is what every successful outcome must hold.
             t = Trial(case, pristine, root, "clean")
+            if "zarr" in case.needs and zarr() is None:
+                print(f"{case.name}: skipped, zarr-python is not installed")
+                t.cleanup()
+                case.skip = True
+                continue
             rc, err = t.run(None)
             if rc != 0 and case.needs:
                 print(f"{case.name}: skipped, the filter is not available here ({err.strip()[:120]})")
@@ -433,7 +464,8 @@ def main():
 def check_against_numpy(case, t, x):
     """The fault-free run's output against numpy's (so the sweep's reference is right)."""
     p = t.path
-    if case.name in ("npy", "h5_new", "h5_existing", "h5_gzip", "h5_lz4", "h5_existing_blosc", "in_place"):
+    if case.name in ("npy", "h5_new", "h5_existing", "h5_gzip", "h5_lz4", "h5_existing_blosc", "in_place",
+                     "zarr_new", "zarr_in_place"):
         want = x + 1
     elif case.name == "h5_input":
         with h5py().File(p("in.h5"), "r") as h:
@@ -454,6 +486,8 @@ def check_against_numpy(case, t, x):
         file, dataset = case.output.split(":")
         with h5py().File(p(file), "r") as h:
             got = h[dataset][()]
+    elif case.output.endswith(".zarr"):
+        got = zarr().open(p(case.output), mode="r")[...]
     else:
         got = np.load(p(case.output))
     assert got.shape == want.shape and ooctest.same_bits(got, want.astype(got.dtype)), \

@@ -342,10 +342,173 @@ def test_python_out(tmp_path):
     assert same_bits(zarr.open(str(tmp_path / "p.zarr"), mode="r")[...], data + np.uint16(3))
 
 
-def test_in_place_refused(tmp_path):
-    zarr_array(tmp_path / "c.zarr", np.zeros(10), (5,), COMPRESSORS["zlib"])
-    p = run("apply", "add-one", tmp_path / "c.zarr", "--in-place", check=False)
-    assert p.returncode == 2 and "compressed Zarr array cannot be modified in place" in p.stderr, p.stderr
+# ---- in place ---------------------------------------------------------------------------------
+
+def test_in_place_refused_on_a_compressed_array(tmp_path):
+    for compressor, filters in [(COMPRESSORS["zlib"], None), (None, [Shuffle(elementsize=8)])]:
+        zarr_array(tmp_path / "c.zarr", np.zeros(10), (5,), compressor, filters=filters)
+        before = chunk_files(tmp_path / "c.zarr")
+        p = run("apply", "add-one", tmp_path / "c.zarr", "--in-place", check=False)
+        assert p.returncode == 2 and "compressed Zarr array cannot be modified in place" in p.stderr, p.stderr
+        assert chunk_files(tmp_path / "c.zarr") == before and hidden_leftovers(tmp_path) == []
+
+
+def chunk_files(directory):
+    """An array's chunk files (name relative to it -> bytes), hidden files included."""
+    files = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            if name not in (".zarray", ".zattrs"):
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    files[os.path.relpath(path, directory)] = f.read()
+    return files
+
+
+def outside_bytes(z, key, raw):
+    """The bytes of chunk `key` of the array `z` that lie past the array's edges."""
+    separator = z._dimension_separator or "."
+    grid = [int(i) for i in key.split(separator)] if z.shape else []
+    cells = np.frombuffer(raw, dtype=f"V{z.dtype.itemsize}").reshape(z.chunks, order=z.order)
+    inside = np.ones(z.chunks, dtype=bool)
+    for axis, (g, c, n) in enumerate(zip(grid, z.chunks, z.shape)):
+        shape = [1] * len(z.chunks)
+        shape[axis] = c
+        inside &= (g * c + np.arange(c) < n).reshape(shape)
+    return cells[~inside].tobytes()
+
+
+def plus_equals(a, op):
+    """numpy's `a OP= C` for the ops the tests run, in a's own dtype (same_kind casting)."""
+    expected = a.copy()
+    with np.errstate(all="ignore"):
+        if op == "add-one":
+            expected += 1
+        else:
+            expected *= int(op.split(":")[1])
+    return expected
+
+
+@pytest.mark.parametrize("kind,byteorder,order,layout,separator,tile",
+                         sweep([t for t in TYPES if t != "b1"], "<>", "CF", LAYOUTS, "./", ["8K", "16M"],
+                               valid=lambda k, b, o, l, s, t: byte_order_applies(k, b) and (o == "C" or len(l[0]) > 1)))
+def test_in_place_is_numpys_plus_equals(tmp_path, kind, byteorder, order, layout, separator, tile):
+    """add-one (or scale:3) --in-place on an uncompressed array zarr-python wrote, with a chunk
+    never written: zarr-python then reads numpy's `a += 1` of what it read before, bit for bit;
+    edge chunks keep their bytes past the array's edges; nothing is left beside it."""
+    shape, chunks = layout
+    path = tmp_path / "a.zarr"
+    z = zarr_array(path, sample(with_byte_order(kind, byteorder), shape, seed=5), chunks, None, order=order,
+                   dimension_separator=separator)
+    names = sorted(chunk_files(path))
+    if len(names) > 1:
+        os.remove(path / names[len(names) // 2])  # read (and rewritten) as the fill value
+    before = chunk_files(path)
+    op = "scale:3" if kind in ("i2", "u4") else "add-one"
+    try:
+        expected = plus_equals(z[...], op)
+    except np.core._exceptions.UFuncTypeError:  # a 0-d array casts as scalars do: ooc refuses it too
+        p = run("apply", op, path, "--in-place", check=False)
+        assert p.returncode == 2 and "same_kind" in p.stderr and chunk_files(path) == before, p.stderr
+        return
+    run("apply", op, path, "--in-place", "--tile-bytes", tile, "--quiet")
+    assert same_bits(zarr.open(str(path), mode="r")[...], expected)
+    after = chunk_files(path)
+    assert set(after) == set(names), sorted(after)
+    for key, raw in before.items():
+        assert outside_bytes(z, key.replace(os.sep, "/"), after[key]) == outside_bytes(z, key.replace(os.sep, "/"), raw)
+    assert hidden_leftovers(tmp_path) == []
+
+
+def test_in_place_fill_value_no_journal_and_python(tmp_path):
+    """A missing chunk of fill value 7 is written as 7 + 1; --no-journal and Python's
+    apply(inplace=True) give the same bytes as the journaled run."""
+    data = sample(np.dtype(">i4"), (90, 7), seed=3)
+    for how in ("journal", "no-journal", "python"):
+        path = tmp_path / f"{how}.zarr"
+        z = zarr_array(path, data, (20, 3), None, fill_value=7)
+        os.remove(path / "1.1")
+        expected = plus_equals(z[...], "add-one")
+        assert (expected[20:40, 3:6] == 8).all()
+        if how == "python":
+            if ooc is None:
+                continue
+            ooc.apply("add-one", str(path), inplace=True)
+        else:
+            run("apply", "add-one", path, "--in-place", "--tile-bytes", "8K", *(["--no-journal"] if how == "no-journal" else []))
+        assert same_bits(zarr.open(str(path), mode="r")[...], expected), how
+        assert hidden_leftovers(tmp_path) == [] and not any(".ooc-" in n for n in chunk_files(path)), how
+
+
+def test_in_place_killed_at_random_moments_applies_each_chunk_once(tmp_path):
+    """SIGKILL at random moments of an in-place add-one over 160 chunks that are not whole
+    rows (tiles cut them), the same command run again while the journal says the run is
+    unfinished: the array ends exactly a + 1, with nothing left beside or inside it.
+    While unfinished, a reader and another in-place command are refused, naming the
+    command that finishes it."""
+    seed = int(os.environ.get("OOC_KILL_SEED", np.random.SeedSequence().entropy % (1 << 30)))
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((2_000_000, 3))
+    path = tmp_path / "a.zarr"
+    cmd = [OOCRUN, "apply", "add-one", str(path), "--in-place", "--threads", "2", "--tile-bytes", "1M", "--quiet"]
+    zarr_array(path, a, (25_000, 2), None)
+    start = time.monotonic()
+    subprocess.run(cmd, check=True, timeout=300)
+    length = time.monotonic() - start
+    journal = str(path) + ".ooc-journal"
+    refusals = kills = 0
+    for job in range(4):
+        zarr_array(path, a, (25_000, 2), None)
+        while True:
+            p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+            time.sleep(rng.uniform(0, length))
+            p.send_signal(signal.SIGKILL)
+            _, err = p.communicate(timeout=300)
+            if p.returncode == 0 or not os.path.exists(journal):
+                break  # finished (before the kill, or killed after removing its journal)
+            assert p.returncode == -signal.SIGKILL, (seed, err)
+            kills += 1
+            if refusals < 2:
+                refusals += 1
+                for other in (["reduce", "sum", str(path)], ["apply", "add:2", str(path), "--in-place"],
+                              ["reduce", "sum", f"{path}/"]):
+                    q = run(*other, check=False)
+                    assert q.returncode == 1 and f"finish it by running `oocrun apply add-one --in-place {path}" \
+                        in q.stderr, (seed, q.stderr)
+        if os.path.exists(journal) or p.returncode != 0:
+            run(*cmd[1:])
+        assert same_bits(zarr.open(str(path), mode="r")[...], a + 1), (seed, job)
+        assert hidden_leftovers(tmp_path) == [] and not any(".ooc-" in n for n in chunk_files(path)), seed
+    assert kills > 0, seed
+
+
+def test_in_place_disk_full_then_finished(tmp_path):
+    """No room for a chunk's new bytes: one line naming the chunk, exit 1, the array as it
+    was (no chunk replaced yet) and nothing left; with room again, the same command runs."""
+    case = _Cleanups()
+    try:
+        small = mount_small_tmpfs(case, str(tmp_path / "small"), size="2m")
+        data = np.random.default_rng(1).standard_normal((100_000,))  # 800 KB in 8 chunks of 100 KB
+        path = os.path.join(small, "a.zarr")
+        zarr_array(path, data, (12_500,), None)
+        before = chunk_files(path)
+        filler = os.path.join(small, "filler")
+        with open(filler, "wb") as f:
+            try:
+                f.write(b"\0" * (2 << 20))
+            except OSError:
+                pass
+        os.truncate(filler, os.path.getsize(filler) - (48 << 10))  # room for the journal, not a chunk
+        p = run("apply", "add-one", path, "--in-place", check=False)
+        assert p.returncode == 1 and "no space" in p.stderr.lower() and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "a.zarr" in p.stderr and chunk_files(path) == before
+        assert sorted(os.listdir(small)) == ["a.zarr", "filler"]
+        os.remove(filler)
+        run("apply", "add-one", path, "--in-place")
+        assert same_bits(zarr.open(path, mode="r")[...], data + 1) and sorted(os.listdir(small)) == ["a.zarr"]
+    finally:
+        for fn, args, kwargs in reversed(case.calls):
+            fn(*args, **kwargs)
 
 
 # ---- bad input -------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ void transform_as(const Inputs<N>& in, MappedArray& out, Fn&& fn, const Pipeline
                 "ooc::inputs(a, b)) and return an Eigen array expression");
   for (std::size_t i = 1; i < N; ++i) detail::check_same_layout(in[0], in[i]);  // the inputs first: a
   detail::check_transform_arrays(in[0], out);  // mismatch among them is not the output's
-  const TilePlan plan = detail::plan_run(in[0], options);
+  const TilePlan plan = detail::plan_run(in[0], options, out);
   detail::check_mapped(out, plan);
   detail::Streams streams(plan, options);
   detail::add_inputs(streams, in.arrays, plan, &out);

@@ -294,7 +294,9 @@ void Expression::evaluate(MappedArray& out, const PipelineOptions& options) cons
   const Impl& impl = *impl_;
   if (out.shape() != impl.shape || (out.order() != impl.order && impl.shape.size() > 1))
     throw UsageError(out.path(), "the output's shape or order is not the expression's");
-  Run run(impl, options);
+  PipelineOptions capped = options;  // a compressed output's writer may ask for smaller tiles
+  capped.tile_bytes = ooc::detail::tile_bytes_writing(out, impl.dtype.itemsize(), options.tile_bytes);
+  Run run(impl, capped);
   run.streams.add_output(out);
   const DType to = out.dtype();
   const std::size_t item = static_cast<std::size_t>(to.itemsize());

@@ -1,5 +1,7 @@
+#include "core/mapped_array_access.hpp"
 #include "ooc/kernel.hpp"
 #include "ooc/selection.hpp"
+#include "os/tile_reader.hpp"
 
 #include <new>
 
@@ -44,6 +46,20 @@ TilePlan plan_run(const MappedArray& array, const PipelineOptions& options) {
   const TilePlan plan = TilePlan::for_array(array, tile_bytes).slice(options.tiles);
   check_mapped(array, plan);
   return plan;
+}
+
+std::uint64_t tile_bytes_writing(const MappedArray& out, int itemsize, std::uint64_t tile_bytes) {
+  const TileWriter* writer = MappedArrayAccess::writer(out);
+  const std::uint64_t cap = writer != nullptr ? writer->tile_bytes_cap() : 0;
+  if (cap == 0) return tile_bytes;
+  const std::uint64_t elements = std::max<std::uint64_t>(1, cap / static_cast<std::uint64_t>(out.dtype().itemsize()));
+  return std::min(tile_bytes, elements * static_cast<std::uint64_t>(itemsize));
+}
+
+TilePlan plan_run(const MappedArray& array, const PipelineOptions& options, const MappedArray& out) {
+  PipelineOptions capped = options;
+  capped.tile_bytes = tile_bytes_writing(out, array.dtype().itemsize(), options.tile_bytes);
+  return plan_run(array, capped);
 }
 
 void check_mapped(const MappedArray& array, const TilePlan& plan) {

@@ -51,6 +51,12 @@ std::byte* scratch(ScratchSlot slot, std::size_t bytes, int index = 0);
 /// the part of it that options.tiles names. Throws UsageError if `array` does not map
 /// every element of them.
 TilePlan plan_run(const MappedArray& array, const PipelineOptions& options);
+/// The same for a run writing `out`, whose writer (a compressed output's) may ask for
+/// smaller tiles (TileWriter::tile_bytes_cap).
+TilePlan plan_run(const MappedArray& array, const PipelineOptions& options, const MappedArray& out);
+/// `tile_bytes` (of elements of `itemsize` bytes) cut to what the writer of `out` asks a
+/// tile to hold at most, counted in the same elements.
+std::uint64_t tile_bytes_writing(const MappedArray& out, int itemsize, std::uint64_t tile_bytes);
 /// Throws UsageError if `array` does not map every element the tiles of `plan` cover.
 void check_mapped(const MappedArray& array, const TilePlan& plan);
 

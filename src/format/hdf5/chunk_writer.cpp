@@ -117,6 +117,10 @@ class ChunkWriter final : public detail::TileWriter {
     file_.reset();
   }
 
+  std::uint64_t tile_bytes_cap() const override {
+    return detail::output_tile_cap(static_cast<std::uint64_t>(chunk_elements_) * item_);
+  }
+
   std::unique_ptr<detail::Fetched> encode(std::int64_t begin, std::int64_t end, const std::byte* tile,
                                           std::unique_ptr<detail::Fetched> reuse) override {
     std::unique_ptr<detail::Fetched> owner = reuse ? std::move(reuse) : std::make_unique<Encoded>();

@@ -88,6 +88,10 @@ class ArrayWriter final : public detail::TileWriter {
     if (how.shuffle && how.codec != "blosc") filters_.push_back(Codec{"shuffle", -1, "", 0, item_});
   }
 
+  std::uint64_t tile_bytes_cap() const override {
+    return detail::output_tile_cap(static_cast<std::uint64_t>(chunk_elements_) * item_);
+  }
+
   std::unique_ptr<detail::Fetched> encode(std::int64_t begin, std::int64_t end, const std::byte* tile,
                                           std::unique_ptr<detail::Fetched>) override {
     for (std::int64_t k = (begin + chunk_elements_ - 1) / chunk_elements_;; ++k) {

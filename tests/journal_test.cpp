@@ -618,22 +618,24 @@ TEST_CASE("a finished journal whose removal was lost applies nothing: the same c
   CHECK(scratch.dir.entries() == 1);
 }
 
+// An apply_in_place run of add-one that cancels itself once `stop` elements are done.
+auto add_one_until(std::int64_t stop) {
+  return [stop](ooc::MappedArray& a, const ooc::PipelineOptions& o) {
+    ooc::PipelineOptions until = o;
+    std::atomic<bool> cancel{false};
+    until.cancel = &cancel;
+    until.on_progress = [&](const ooc::Progress& p) {
+      if (static_cast<std::int64_t>(p.elements_done) >= stop) cancel = true;
+    };
+    ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1.0; }, until);
+  };
+}
+
 TEST_CASE("apply_in_place: a stopped run says the journal keeps its progress; the same call resumes it once") {
   ScratchDir dir;
   const std::string path = dir.file("a.npy");
   const std::int64_t n = 20 * kTile + 3;
   write_iota(path, n);
-  auto add_one_until = [](std::int64_t stop) {
-    return [stop](ooc::MappedArray& a, const ooc::PipelineOptions& o) {
-      ooc::PipelineOptions until = o;
-      std::atomic<bool> cancel{false};
-      until.cancel = &cancel;
-      until.on_progress = [&](const ooc::Progress& p) {
-        if (static_cast<std::int64_t>(p.elements_done) >= stop) cancel = true;
-      };
-      ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1.0; }, until);
-    };
-  };
   {
     ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
     CHECK_THROWS_WITH_AS(ooc::apply_in_place(a, kCommand, options(3), add_one_until(5 * kTile)),
@@ -670,17 +672,6 @@ TEST_CASE("apply_in_place on an uncompressed Zarr array: chunks replaced whole, 
     ooc::transform_as<double>(in, out, [](const auto& x) { return x; }, options(2));
     out.commit();
   }
-  auto add_one_until = [](std::int64_t stop) {
-    return [stop](ooc::MappedArray& a, const ooc::PipelineOptions& o) {
-      ooc::PipelineOptions until = o;
-      std::atomic<bool> cancel{false};
-      until.cancel = &cancel;
-      until.on_progress = [&](const ooc::Progress& p) {
-        if (static_cast<std::int64_t>(p.elements_done) >= stop) cancel = true;
-      };
-      ooc::transform_as<double>(a, a, [](const auto& x) { return x + 1.0; }, until);
-    };
-  };
   {
     ooc::MappedArray a = ooc::map_file(path, ooc::Access::read_write);
     CHECK_THROWS_WITH_AS(ooc::apply_in_place(a, kCommand, options(2), add_one_until(8 * kTile)),

@@ -419,22 +419,29 @@ struct InPlaceJournal::Impl {
     }
   }
 
-  // Writes a fresh journal under a temporary name and renames it into place, so that
-  // the journal on disk is always a whole one: the old one, or this.
-  void create(const std::string& command, std::int64_t tile_elements, std::size_t done_tiles,
-              std::int64_t done_elements, std::uint64_t done_tile_checksum) {
+  // A header for this run of `command` on the array: which file, which command, how many
+  // tiles (chunks); the caller adds the slot layout and the checksum.
+  Header new_header(const std::string& command) const {
     const os::FileId id = os::file_id(detail::MappedArrayAccess::fd(*array), array->path());
     Header h{};
     std::memcpy(h.magic, kHeaderMagic, sizeof h.magic);
     h.device = id.device;
     h.inode = id.inode;
     h.elements = array->size();
-    h.tile_elements = tile_elements;
     h.tiles = tiles;
-    h.slots = slots;
-    h.slot_bytes = slot_bytes;
     copy_text(h.command, command);
     copy_text(h.array, array_key(*array));
+    return h;
+  }
+
+  // Writes a fresh journal under a temporary name and renames it into place, so that
+  // the journal on disk is always a whole one: the old one, or this.
+  void create(const std::string& command, std::int64_t tile_elements, std::size_t done_tiles,
+              std::int64_t done_elements, std::uint64_t done_tile_checksum) {
+    Header h = new_header(command);
+    h.tile_elements = tile_elements;
+    h.slots = slots;
+    h.slot_bytes = slot_bytes;
     h.tail_begin = std::max<std::int64_t>(0, array->size() - static_cast<std::int64_t>(kTailBytes / item));
     h.tail_checksum = checksum_of(*array, h.tail_begin, array->size());
     h.checksum = record_checksum(h);
@@ -520,14 +527,7 @@ struct InPlaceJournal::Impl {
       return;
     }
     const std::vector<std::uint64_t> ids = chunks->identities();
-    Header h{};
-    std::memcpy(h.magic, kHeaderMagic, sizeof h.magic);
-    h.device = id.device;
-    h.inode = id.inode;
-    h.elements = array->size();
-    h.tiles = tiles;
-    copy_text(h.command, command);
-    copy_text(h.array, array_key(*array));
+    Header h = new_header(command);
     h.tail_begin = -1;
     h.checksum = record_checksum(h);
     ChunkTable table{};

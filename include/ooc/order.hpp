@@ -108,6 +108,8 @@ struct SortResult {
   int reads = 0;                ///< reads of the input
   std::int64_t runs = 0;        ///< sorted runs written to the temporary file (0: sorted in memory)
   std::uint64_t run_bytes = 0;  ///< the temporary file's size
+  /// Key ranges the runs were merged by, each sorted in memory (0: a k-way merge).
+  std::int64_t merge_parts = 0;
 };
 
 /// Sorts `in` (any array, selection or masked selection) into `out`, which the caller

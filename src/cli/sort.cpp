@@ -79,7 +79,8 @@ int SortCommand::run(Context& context) const {
     j.member("dtype", dtype.descr()).key("shape").begin_array();
     for (std::int64_t n : shape) j.integer(n);
     j.end_array().member("bytes", a.nbytes()).member("seconds", seconds).member("runs", result.runs);
-    j.member("run_bytes", result.run_bytes).member("reads", result.reads).end_object();
+    j.member("run_bytes", result.run_bytes).member("merge_parts", result.merge_parts);
+    j.member("reads", result.reads).end_object();
     std::cout << j.text() << "\n";
   }
   context.report(name + " " + path_ + " -> " + output_ + ": " + rate_text(a.nbytes(), seconds) +

@@ -122,6 +122,31 @@ class CliSweep(Case):
                 self.assertTrue(bit_equal(np.load(self.path("o.npy")), expected_of(a, None, command == "argsort")),
                                 f"{command} {dtype}")
 
+    def test_runs_merged_by_key_ranges(self):
+        """The merge by key ranges (runs cut by their samples into parts sorted in memory):
+        ties across parts and runs in the input's order, a value too frequent for one part
+        (0.0 beside -0.0, NaN with two payloads: a part of its own, not sorted), all equal."""
+        n = 600_011
+        rng = np.random.default_rng(11)
+        normal = rng.standard_normal(n)
+        zeros = np.where(rng.random(n) < 0.3, 0.0, normal)
+        zeros[rng.random(n) < 0.1] = -0.0
+        nans = np.where(rng.random(n) < 0.5, np.nan, normal)
+        nans.view(np.uint64)[rng.random(n) < 0.3] |= 1
+        cases = [("<f8", sample("<f8", (n,), 5)), ("<f8", zeros), ("<f8", nans), (">f8", nans.astype(">f8")),
+                 ("<i8", np.zeros(n, dtype="<i8")), (">i4", rng.integers(-3, 3, n).astype(">i4")),
+                 ("<f4", sample("<f4", (n,), 6))]
+        for dtype, a in cases:
+            np.save(self.path("a.npy"), a)
+            for command in ("sort", "argsort"):
+                p = run(command, self.path("a.npy"), "-o", self.path("o.npy"), "--axis", "none", "--memory", "4M",
+                        "--threads", "2", "--json")
+                report = __import__("json").loads(p.stdout)
+                with self.subTest(dtype=dtype, command=command, first=a[:3]):
+                    self.assertGreaterEqual(report["runs"], 2)
+                    self.assertGreaterEqual(report["merge_parts"], 2)
+                    self.assertTrue(bit_equal(np.load(self.path("o.npy")), expected_of(a, None, command == "argsort")))
+
     def test_selections_masks_and_outputs(self):
         import h5py
         x = sample("<f8", (20_000, 6), 3)

@@ -2,6 +2,7 @@
 #include "ooc/internal/pipeline.hpp"
 
 #include "core/mapped_array_access.hpp"
+#include "core/selection_info.hpp"
 #include "os/direct_io.hpp"
 #include "core/stream_pipeline.hpp"
 #include "os/tile_reader.hpp"
@@ -115,6 +116,13 @@ void Streams::add_input(const MappedArray& array) {
   Impl::Stream& s = impl_->add(array, false);
   if (!array.mapped()) {
     s.reader = MappedArrayAccess::reader(array);
+    // A selection of a mapped file reads that file's spans directly where the file alone
+    // would be read so (the cold masked copy read the mapping at 0.46x the disk).
+    if (const MappedArray* source = selection_source(s.reader)) {
+      std::optional<os::UniqueFd> direct;
+      if (impl_->read_directly(*source)) direct = os::reopen_direct(MappedArrayAccess::fd(*source), false);
+      read_selection_directly(s.reader, std::move(direct));
+    }
   } else if (impl_->read_directly(array)) {
     if (auto fd = os::reopen_direct(MappedArrayAccess::fd(array), false)) {
       s.own_reader = std::make_unique<os::DirectReader>(std::move(*fd), array.info().data_offset,

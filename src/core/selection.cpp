@@ -4,6 +4,7 @@
 #include "core/mapped_array_access.hpp"
 #include "core/selection_info.hpp"
 #include "ooc/dtype.hpp"
+#include "os/direct_io.hpp"
 #include "os/tile_reader.hpp"
 
 #include <unistd.h>
@@ -314,7 +315,11 @@ struct Cover {
 class SpanBuilder {
  public:
   enum class Runs { kept, dropped };
-  explicit SpanBuilder(std::int64_t gap, Runs runs = Runs::kept) : gap_(gap), keep_runs_(runs == Runs::kept) {}
+  // `longest`: no span covers more source elements than this (a run longer is cut), so
+  // that a reader of spans into a buffer of its own holds a bounded piece at a time.
+  explicit SpanBuilder(std::int64_t gap, Runs runs = Runs::kept,
+                       std::int64_t longest = std::numeric_limits<std::int64_t>::max())
+      : gap_(gap), keep_runs_(runs == Runs::kept), longest_(std::max<std::int64_t>(1, longest)) {}
 
   template <class Flush>
   void add(const Run& run, Flush&& flush) {
@@ -323,11 +328,18 @@ class SpanBuilder {
       for (std::int64_t i = 0; i < run.count; ++i) add(Run{run.at + i, run.first + i * run.step, 1, 1}, flush);
       return;
     }
+    const std::int64_t reach = std::max<std::int64_t>(1, std::abs(run.step));
+    if (run.count > 1 && (run.count - 1) * reach + 1 > longest_) {
+      const std::int64_t per = std::max<std::int64_t>(1, (longest_ - 1) / reach + 1);
+      for (std::int64_t i = 0; i < run.count; i += per)
+        add(Run{run.at + i, run.first + i * run.step, std::min(per, run.count - i), run.step}, flush);
+      return;
+    }
     const std::int64_t last = run.first + (run.count - 1) * run.step;
     const std::int64_t lo = std::min(run.first, last), hi = std::max(run.first, last);
     if (open_) {
       const std::int64_t distance = std::max(lo - span_.hi, span_.lo - hi) - 1;
-      if (distance <= gap_) {
+      if (distance <= gap_ && std::max(span_.hi, hi) - std::min(span_.lo, lo) + 1 <= longest_) {
         span_.lo = std::min(span_.lo, lo);
         span_.hi = std::max(span_.hi, hi);
         if (keep_runs_) runs_.push_back(run);
@@ -351,6 +363,7 @@ class SpanBuilder {
  private:
   std::int64_t gap_;
   bool keep_runs_;
+  std::int64_t longest_;
   bool open_ = false;
   Span span_{0, 0};
   std::vector<Run> runs_;
@@ -695,7 +708,7 @@ class SelectionReader final : public detail::TileReader {
   const std::byte* read(std::int64_t begin, std::int64_t end, detail::AlignedBuffer& buffer) override {
     buffer.ensure(static_cast<std::size_t>(end - begin) * item_);
     std::byte* out = buffer.data();
-    if (source_.mapped()) {
+    if (source_.mapped() && !direct_) {
       // A piece at a time, each letting go of the source pages it read: a tile spans more
       // of the source than its own size (x[:, 2] of an (N, 8) array: 8 times), and pages
       // kept until the tile's commit would add up to the span of every tile in flight,
@@ -707,18 +720,36 @@ class SelectionReader final : public detail::TileReader {
       return out;
     }
     auto place = [&](const Run& run) { return out + static_cast<std::size_t>(run.at - begin) * item_; };
-    detail::TileReader& reader = *detail::MappedArrayAccess::reader(source_);
-    SpanBuilder spans(gap_);
+    detail::TileReader& reader = direct_ ? *direct_ : *detail::MappedArrayAccess::reader(source_);
+    // Direct reads run on the kernel threads, each into its own thread's span buffer; a
+    // source's own reader (HDF5) is called from the serial stage only.
+    static thread_local detail::AlignedBuffer direct_span_buffer;
+    detail::AlignedBuffer& span_buffer = direct_ ? direct_span_buffer : span_buffer_;
+    // Direct reads take 4 MiB of the source at most: each kernel thread keeps its buffer,
+    // and whole 16 MiB spans took a masked sum in a 96 MiB cgroup past its limit.
+    SpanBuilder spans(gap_, SpanBuilder::Runs::kept,
+                      direct_ ? kDirectSpanBytes / static_cast<std::int64_t>(item_)
+                              : std::numeric_limits<std::int64_t>::max());
     auto flush = [&](const Span& span, const std::vector<Run>& runs) {
-      const std::byte* data = reader.read(span.lo, span.hi + 1, span_buffer_);
+      const std::byte* data = reader.read(span.lo, span.hi + 1, span_buffer);
       for (const Run& run : runs)
         copy_run(place(run), data + static_cast<std::ptrdiff_t>(run.first - span.lo) * static_cast<std::ptrdiff_t>(item_),
                  run.count, run.step, item_);
     };
     for_each_run(layout_, begin, end, [&](const Run& run) { spans.add(run, flush); });
     spans.finish(flush);
+    if (direct_) source_.check_intact();
     check_masks_intact();
     return out;
+  }
+
+  static constexpr std::int64_t kDirectSpanBytes = std::int64_t{4} << 20;
+
+  void read_directly(std::optional<os::UniqueFd> direct) {
+    direct_.reset();
+    if (direct && source_.mapped() && !stash_)
+      direct_ = std::make_unique<os::DirectReader>(std::move(*direct), source_.info().data_offset,
+                                                   static_cast<int>(item_), source_.path());
   }
 
   // Mapped sources are copied from on the kernel threads; a source with its own reader
@@ -726,7 +757,7 @@ class SelectionReader final : public detail::TileReader {
   bool concurrent() const override { return source_.mapped(); }
 
   void will_need(std::int64_t begin, std::int64_t end) override {
-    if (!source_.mapped()) return;
+    if (!source_.mapped() || direct_) return;
     SpanBuilder spans(gap_, SpanBuilder::Runs::dropped);
     auto advise = [&](const Span& span, const std::vector<Run>&) {
       detail::MappedArrayAccess::advise(source_, span.lo, span.hi + 1, os::Advice::will_need);
@@ -874,6 +905,7 @@ class SelectionReader final : public detail::TileReader {
   MappedArray source_;
   Layout layout_;
   std::string text_;
+  std::unique_ptr<os::DirectReader> direct_;  // set per run by read_selection_directly
   std::size_t item_;
   std::int64_t gap_;  // in elements
   double spread_ = 1;
@@ -919,6 +951,19 @@ std::optional<std::pair<std::string, std::string>> split_selection(const std::st
   }
   return std::nullopt;
 }
+
+namespace detail {
+
+const MappedArray* selection_source(TileReader* reader) {
+  auto* selection = dynamic_cast<SelectionReader*>(reader);
+  return selection != nullptr && selection->source().mapped() ? &selection->source() : nullptr;
+}
+
+void read_selection_directly(TileReader* reader, std::optional<os::UniqueFd> direct) {
+  if (auto* selection = dynamic_cast<SelectionReader*>(reader)) selection->read_directly(std::move(direct));
+}
+
+}  // namespace detail
 
 MappedArray select(MappedArray source, const Selection& selection) {
   Layout layout = resolve(source.info(), selection, source.path());

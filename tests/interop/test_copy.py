@@ -246,3 +246,39 @@ def test_a_cancelled_copy_leaves_no_output(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def cached_bytes(path):
+    """Bytes of the file in the page cache (util-linux fincore)."""
+    return int(subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", path], check=True,
+                              capture_output=True, text=True).stdout.split()[0])
+
+
+@pytest.mark.parametrize("dtype", ["<f8", ">i4", "|u1"])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_selections_read_their_source_directly(tmp_path, dtype, order):
+    """--io direct: a selection of a file (strides, index lists, masks) reads the file's
+    spans with O_DIRECT, not through its mapping, and gives numpy's bytes; the source's
+    pages are not left in the page cache (checked where the file system takes O_DIRECT)."""
+    from memory_cgroup import drop_from_page_cache
+    data = in_order(sample(dtype, (30_000, 9), seed=5), order)
+    src = save(tmp_path, "x.npy", data)
+    mask = np.random.default_rng(5).random(30_000) < 0.1
+    m = save(tmp_path, "m.npy", mask)
+    c = save(tmp_path, "c.npy", mask[:9])
+    # (text, index, whether read directly in C order, in F order): a selection whose blocks
+    # interleave (columns of a C array by a list or mask, rows of an F array by a mask) is
+    # gathered in one pass through the mapping (a stash), and keeps reading it.
+    cases = [("::3, 2", np.s_[::3, 2], True, True), (":, [0, 4, 6]", np.s_[:, [0, 4, 6]], False, True),
+             ("-1:2:-7, 1:5", np.s_[-1:2:-7, 1:5], True, True), (f"@{m}", np.s_[mask], True, False),
+             (f"@{m}, 3", np.s_[mask, 3], True, True), (f"5000:9000, @{c}", np.s_[5000:9000, mask[:9]], False, True)]
+    for k, (text, index, direct_c, direct_f) in enumerate(cases):
+        out = str(tmp_path / f"d{k}.npy")
+        drop_from_page_cache(src)
+        run("copy", f"{src}[{text}]", "-o", out, "--io", "direct", "--tile-bytes", "64K", "--threads", "2", "--quiet")
+        with open(out, "rb") as f:
+            assert f.read() == npy_bytes(np.copy(data[index], order="K")), (dtype, order, text)
+        file_system = subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True,
+                                     text=True).stdout.strip()
+        if file_system != "tmpfs" and (direct_c if order == "C" else direct_f):  # tmpfs refuses O_DIRECT
+            assert cached_bytes(src) <= 64 << 10, (text, cached_bytes(src))

@@ -9,6 +9,7 @@
 // of M alone, and the chunks' partial results are merged strictly in chunk order: the
 // bits depend on neither the thread count nor the tile size.
 
+#include "gram_rows.hpp"
 #include "layer.hpp"
 
 #include "ooc/blocks.hpp"
@@ -168,6 +169,16 @@ void symmetrize(M& matrix) {
   matrix.template triangularView<Eigen::StrictlyUpper>() = matrix.transpose();
 }
 
+// lower(part) += Yᵀ Y for a chunk: the AVX2 loop for a row-major chunk where the CPU has
+// it (kernels/gram_rows.cpp), Eigen's rank update otherwise.
+template <class Y>
+void add_chunk_gram(const Y& y, MatrixXd& part) {
+  if constexpr (Y::IsRowMajor) {
+    if (kernel::add_gram_of_rows(y.data(), y.rows(), y.cols(), part.data())) return;
+  }
+  part.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
+}
+
 // A floating gram: per chunk Yᵀ Y (lower triangle) in float64, summed in chunk order.
 MatrixXd gram_floating(const MappedArray& x, const Layout& layout, const PipelineOptions& options) {
   const std::int64_t m = layout.variables;
@@ -176,7 +187,7 @@ MatrixXd gram_floating(const MappedArray& x, const Layout& layout, const Pipelin
       x, layout, options,
       [m](const auto& y, std::int64_t) {
         MatrixXd part = MatrixXd::Zero(m, m);
-        part.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
+        add_chunk_gram(y, part);
         return part;
       },
       [&](MatrixXd&& part) { total.triangularView<Eigen::Lower>() += part; });
@@ -265,7 +276,7 @@ Moments moments(const MappedArray& x, const Layout& layout, const PipelineOption
         const Eigen::RowVectorXd mean = centred.colwise().sum() / static_cast<double>(y.rows());
         centred.rowwise() -= mean;
         Moments part{y.rows(), mean.transpose(), MatrixXd::Zero(m, m)};
-        part.comoment.selfadjointView<Eigen::Lower>().rankUpdate(centred.transpose());
+        add_chunk_gram(centred, part.comoment);
         return part;
       },
       [&](Moments&& part) { merge(total, std::move(part)); });

@@ -121,6 +121,27 @@ class LinalgTest(unittest.TestCase):
                                 {"threads": 1, "tile_bytes": "16M"}):
                     self.assertEqual(call(**options).tobytes(), first.tobytes(), f"{op} {order} {options}")
 
+    def test_both_product_kernels_for_every_width(self):
+        """A C-order chunk's Yᵀ Y goes through an AVX2 loop where the CPU has it and Eigen's
+        product where OOC_VECMATH asks for sse (or the CPU has no AVX2): both give numpy's
+        gram and cov for every number of variables (the loop's blocks of 4 columns by 4
+        vectors, ragged at the end), symmetric, with the same bits for any thread count
+        and tile size."""
+        rng = np.random.default_rng(5)
+        for m in list(range(1, 21)) + [31, 33, 64]:
+            x = 1e3 + rng.normal(size=(max(3 * m, 20_011), m))
+            path = self.save(f"x{m}.npy", x)
+            for kernel in ({}, {"OOC_VECMATH": "sse"}):
+                for op, want in (("gram", x.T @ x), ("cov", np.cov(x, rowvar=False))):
+                    results = []
+                    for options in (["--threads", "1", "--tile-bytes", "64K"], ["--threads", "2", "--tile-bytes", "1M"]):
+                        result = loads(run("linalg", op, path, *options, "--json", "--quiet", environment=kernel).stdout)
+                        results.append(np.array(result["value"], dtype=result["dtype"]).reshape(result["shape"]))
+                    what = f"{op}, {m} variables, {kernel or 'default kernel'}"
+                    assert_close(self, results[0], want, 1e-12, what)
+                    self.assertEqual(results[0].tobytes(), results[1].tobytes(), what)
+                    np.testing.assert_array_equal(results[0], results[0].T, err_msg=what)  # 0-d where numpy's is
+
     def test_ill_conditioned_and_ddof_bias(self):
         rng = np.random.default_rng(11)
         base = rng.normal(size=(5000, 1))

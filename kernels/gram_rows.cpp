@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,7 +31,7 @@ namespace {
 // of y; the last vector is masked where TAIL (the rows of g past m are not there).
 template <int JN, int NV, bool TAIL>
 OOC_AVX2_FMA inline void gram_block(const double* y, std::int64_t r0, std::int64_t r1, std::int64_t m, std::int64_t j,
-                                    std::int64_t i0, __m256i tail, double* g) {
+                                    std::int64_t i0, __m256i tail, double* g, std::int64_t ahead) {
   __m256d sums[JN][NV];
   #pragma GCC unroll 4
   for (int c = 0; c < JN; ++c) {
@@ -41,6 +42,10 @@ OOC_AVX2_FMA inline void gram_block(const double* y, std::int64_t r0, std::int64
   }
   for (std::int64_t r = r0; r < r1; ++r) {
     const double* row = y + r * m;
+    if (ahead > 0) {
+      const char* next = reinterpret_cast<const char*>(row + ahead * m);
+      for (std::int64_t line = 0; line < m * 8; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+    }
     __m256d x[NV];
     #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
@@ -65,17 +70,18 @@ OOC_AVX2_FMA inline void gram_block(const double* y, std::int64_t r0, std::int64
 
 template <int JN, int NV>
 OOC_AVX2_FMA inline void gram_block_of(bool tail_block, const double* y, std::int64_t r0, std::int64_t r1,
-                                       std::int64_t m, std::int64_t j, std::int64_t i0, __m256i tail, double* g) {
-  if (tail_block) gram_block<JN, NV, true>(y, r0, r1, m, j, i0, tail, g);
-  else gram_block<JN, NV, false>(y, r0, r1, m, j, i0, tail, g);
+                                       std::int64_t m, std::int64_t j, std::int64_t i0, __m256i tail, double* g,
+                                       std::int64_t ahead) {
+  if (tail_block) gram_block<JN, NV, true>(y, r0, r1, m, j, i0, tail, g, ahead);
+  else gram_block<JN, NV, false>(y, r0, r1, m, j, i0, tail, g, ahead);
 }
 
 // JN columns (1 to 4) by NV vectors (1 to 4), at most 8 accumulators.
 OOC_AVX2_FMA inline void gram_block_sized(int columns, int vectors, bool tail_block, const double* y, std::int64_t r0,
                                           std::int64_t r1, std::int64_t m, std::int64_t j, std::int64_t i0, __m256i tail,
-                                          double* g) {
+                                          double* g, std::int64_t ahead) {
 #define OOC_GRAM_CASE(JN, NV) \
-  case JN * 8 + NV: return gram_block_of<JN, NV>(tail_block, y, r0, r1, m, j, i0, tail, g);
+  case JN * 8 + NV: return gram_block_of<JN, NV>(tail_block, y, r0, r1, m, j, i0, tail, g, ahead);
   switch (columns * 8 + vectors) {
     OOC_GRAM_CASE(1, 1) OOC_GRAM_CASE(1, 2) OOC_GRAM_CASE(1, 3) OOC_GRAM_CASE(1, 4)
     OOC_GRAM_CASE(2, 1) OOC_GRAM_CASE(2, 2) OOC_GRAM_CASE(2, 3) OOC_GRAM_CASE(2, 4)
@@ -91,7 +97,7 @@ OOC_AVX2_FMA inline void gram_block_sized(int columns, int vectors, bool tail_bl
 // columns at once, so that every block has enough independent sums to hide the latency of
 // its fused multiply-adds.
 OOC_AVX2_FMA inline void gram_quad(const double* y, std::int64_t r0, std::int64_t r1, std::int64_t m, std::int64_t j,
-                                   __m256i tail, double* g) {
+                                   __m256i tail, double* g, std::int64_t ahead) {
   const std::int64_t vectors = (m + 3) / 4;
   const bool ragged = m % 4 != 0;
   const int columns = static_cast<int>(std::min<std::int64_t>(4, m - j));
@@ -101,10 +107,11 @@ OOC_AVX2_FMA inline void gram_quad(const double* y, std::int64_t r0, std::int64_
       const int count = std::min(4, left);
       const bool tail_block = ragged && v + count == vectors;
       for (int c = 0; c < columns; c += 2)
-        gram_block_sized(std::min(2, columns - c), count, tail_block, y, r0, r1, m, j + c, 4 * v, tail, g);
+        gram_block_sized(std::min(2, columns - c), count, tail_block, y, r0, r1, m, j + c, 4 * v, tail, g,
+                         std::exchange(ahead, 0));
       v += count;
     } else {
-      gram_block_sized(columns, left, ragged, y, r0, r1, m, j, 4 * v, tail, g);
+      gram_block_sized(columns, left, ragged, y, r0, r1, m, j, 4 * v, tail, g, std::exchange(ahead, 0));
       v += left;
     }
   }
@@ -117,7 +124,40 @@ OOC_AVX2_FMA void gram_avx2(const double* y, std::int64_t rows, std::int64_t m, 
   const std::int64_t band = std::max<std::int64_t>(8, 2048 / m);
   for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
     const std::int64_t r1 = std::min(rows, r0 + band);
-    for (std::int64_t j = 0; j < m; j += 4) gram_quad(y, r0, r1, m, j, tail, g);
+    // The first block of a band asks for the next band's rows, which arrive while the
+    // band's other blocks compute.
+    const std::int64_t ahead = r1 + (r1 - r0) <= rows ? r1 - r0 : 0;
+    for (std::int64_t j = 0; j < m; j += 4) gram_quad(y, r0, r1, m, j, tail, g, j == 0 ? ahead : 0);
+  }
+}
+
+OOC_AVX2_FMA void centre_avx2(const double* y, std::int64_t rows, std::int64_t m, const double* shift, double* out,
+                              double* mean) {
+  const std::int64_t left = m % 4 == 0 ? 4 : m % 4;
+  const __m256i tail = _mm256_setr_epi64x(-1, left > 1 ? -1 : 0, left > 2 ? -1 : 0, 0);
+  const std::int64_t whole = m - left;  // columns in unmasked vectors
+  for (std::int64_t i = 0; i < m; ++i) mean[i] = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* row = y + r * m;
+    double* to = out + r * m;
+    std::int64_t i = 0;
+    for (; i < whole; i += 4) {
+      const __m256d d = _mm256_sub_pd(_mm256_loadu_pd(row + i), _mm256_loadu_pd(shift + i));
+      _mm256_storeu_pd(to + i, d);
+      _mm256_storeu_pd(mean + i, _mm256_add_pd(_mm256_loadu_pd(mean + i), d));
+    }
+    const __m256d d = _mm256_sub_pd(_mm256_maskload_pd(row + i, tail), _mm256_maskload_pd(shift + i, tail));
+    _mm256_maskstore_pd(to + i, tail, d);
+    _mm256_maskstore_pd(mean + i, tail, _mm256_add_pd(_mm256_maskload_pd(mean + i, tail), d));
+  }
+  const double count = static_cast<double>(rows);
+  for (std::int64_t i = 0; i < m; ++i) mean[i] /= count;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double* to = out + r * m;
+    std::int64_t i = 0;
+    for (; i < whole; i += 4)
+      _mm256_storeu_pd(to + i, _mm256_sub_pd(_mm256_loadu_pd(to + i), _mm256_loadu_pd(mean + i)));
+    _mm256_maskstore_pd(to + i, tail, _mm256_sub_pd(_mm256_maskload_pd(to + i, tail), _mm256_maskload_pd(mean + i, tail)));
   }
 }
 
@@ -141,9 +181,17 @@ bool add_gram_of_rows(const double* y, std::int64_t rows, std::int64_t m, double
   return true;
 }
 
+bool centre_rows(const double* y, std::int64_t rows, std::int64_t m, const double* shift, double* out, double* mean) {
+  static const bool usable = cpu_has_avx2_fma();
+  if (!usable || m <= 0 || rows <= 0) return false;
+  centre_avx2(y, rows, m, shift, out, mean);
+  return true;
+}
+
 #else
 
 bool add_gram_of_rows(const double*, std::int64_t, std::int64_t, double*) { return false; }
+bool centre_rows(const double*, std::int64_t, std::int64_t, const double*, double*, double*) { return false; }
 
 #endif
 

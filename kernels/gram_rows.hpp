@@ -13,4 +13,10 @@ namespace ooc::linalg::kernel {
 // for less (scalar, sse): the caller then takes Eigen's product.
 bool add_gram_of_rows(const double* y, std::int64_t rows, std::int64_t m, double* g);
 
+// A chunk centred for its co-moment: out = (y - shift) - mean, row by row, where mean (m
+// values, written) is the mean over the rows of y - shift, each column summed in row order.
+// y and out are row-major blocks of `rows` x m float64. Returns false, touching nothing,
+// where add_gram_of_rows would.
+bool centre_rows(const double* y, std::int64_t rows, std::int64_t m, const double* shift, double* out, double* mean);
+
 }  // namespace ooc::linalg::kernel

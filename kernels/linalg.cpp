@@ -272,9 +272,17 @@ Moments moments(const MappedArray& x, const Layout& layout, const PipelineOption
         // In y's own storage order: a contiguous, vectorised copy, then the product's pass.
         using Stored = Eigen::Matrix<double, Dynamic, Dynamic, std::decay_t<decltype(y)>::IsRowMajor ? Eigen::RowMajor : Eigen::ColMajor>;
         thread_local Stored centred;
-        centred = y.rowwise() - shift.transpose();
-        const Eigen::RowVectorXd mean = centred.colwise().sum() / static_cast<double>(y.rows());
-        centred.rowwise() -= mean;
+        Eigen::RowVectorXd mean(m);
+        bool done = false;
+        if constexpr (Stored::IsRowMajor) {
+          centred.resize(y.rows(), m);
+          done = kernel::centre_rows(y.data(), y.rows(), m, shift.data(), centred.data(), mean.data());
+        }
+        if (!done) {
+          centred = y.rowwise() - shift.transpose();
+          mean = centred.colwise().sum() / static_cast<double>(y.rows());
+          centred.rowwise() -= mean;
+        }
         Moments part{y.rows(), mean.transpose(), MatrixXd::Zero(m, m)};
         add_chunk_gram(centred, part.comoment);
         return part;

@@ -27,16 +27,25 @@ namespace {
 
 #define OOC_AVX2_FMA __attribute__((target("avx2,fma")))
 
+// The first `left` lanes (1 to 4) of a vector: the columns of a row's last vector.
+OOC_AVX2_FMA inline __m256i tail_mask(std::int64_t left) {
+  return _mm256_setr_epi64x(-1, left > 1 ? -1 : 0, left > 2 ? -1 : 0, left > 3 ? -1 : 0);
+}
+
 // The block of columns j .. j + JN - 1 by rows i0 .. i0 + 4 NV of g, over rows [r0, r1)
-// of y; the last vector is masked where TAIL (the rows of g past m are not there).
-template <int JN, int NV, bool TAIL>
+// of y, each row less `centre` where CENTRED; the last vector is masked where TAIL (the
+// rows of g past m are not there). The first block of a band (ahead > 0) asks for the
+// row `ahead` rows on.
+template <int JN, int NV, bool TAIL, bool CENTRED>
 OOC_AVX2_FMA inline void gram_block(const double* y, std::int64_t r0, std::int64_t r1, std::int64_t m, std::int64_t j,
-                                    std::int64_t i0, __m256i tail, double* g, std::int64_t ahead) {
-  __m256d sums[JN][NV];
-  #pragma GCC unroll 4
+                                    std::int64_t i0, __m256i tail, double* g, std::int64_t ahead, const double* centre) {
+  __m256d sums[JN][NV], at_j[JN];
+#pragma GCC unroll 4
+  for (int c = 0; c < JN; ++c) at_j[c] = CENTRED ? _mm256_broadcast_sd(centre + j + c) : _mm256_setzero_pd();
+#pragma GCC unroll 4
   for (int c = 0; c < JN; ++c) {
     const double* column = g + (j + c) * m + i0;
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       sums[c][v] = TAIL && v == NV - 1 ? _mm256_maskload_pd(column + 4 * v, tail) : _mm256_loadu_pd(column + 4 * v);
   }
@@ -47,20 +56,27 @@ OOC_AVX2_FMA inline void gram_block(const double* y, std::int64_t r0, std::int64
       for (std::int64_t line = 0; line < m * 8; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
     }
     __m256d x[NV];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       x[v] = TAIL && v == NV - 1 ? _mm256_maskload_pd(row + i0 + 4 * v, tail) : _mm256_loadu_pd(row + i0 + 4 * v);
-    #pragma GCC unroll 4
+    if (CENTRED) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        x[v] = _mm256_sub_pd(x[v], TAIL && v == NV - 1 ? _mm256_maskload_pd(centre + i0 + 4 * v, tail)
+                                                       : _mm256_loadu_pd(centre + i0 + 4 * v));
+    }
+#pragma GCC unroll 4
     for (int c = 0; c < JN; ++c) {
-      const __m256d b = _mm256_broadcast_sd(row + j + c);
-      #pragma GCC unroll 4
+      const __m256d b =
+          CENTRED ? _mm256_sub_pd(_mm256_broadcast_sd(row + j + c), at_j[c]) : _mm256_broadcast_sd(row + j + c);
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) sums[c][v] = _mm256_fmadd_pd(x[v], b, sums[c][v]);
     }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int c = 0; c < JN; ++c) {
     double* column = g + (j + c) * m + i0;
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       if (TAIL && v == NV - 1) _mm256_maskstore_pd(column + 4 * v, tail, sums[c][v]);
       else _mm256_storeu_pd(column + 4 * v, sums[c][v]);
@@ -71,17 +87,22 @@ OOC_AVX2_FMA inline void gram_block(const double* y, std::int64_t r0, std::int64
 template <int JN, int NV>
 OOC_AVX2_FMA inline void gram_block_of(bool tail_block, const double* y, std::int64_t r0, std::int64_t r1,
                                        std::int64_t m, std::int64_t j, std::int64_t i0, __m256i tail, double* g,
-                                       std::int64_t ahead) {
-  if (tail_block) gram_block<JN, NV, true>(y, r0, r1, m, j, i0, tail, g, ahead);
-  else gram_block<JN, NV, false>(y, r0, r1, m, j, i0, tail, g, ahead);
+                                       std::int64_t ahead, const double* centre) {
+  if (centre != nullptr) {
+    if (tail_block) gram_block<JN, NV, true, true>(y, r0, r1, m, j, i0, tail, g, ahead, centre);
+    else gram_block<JN, NV, false, true>(y, r0, r1, m, j, i0, tail, g, ahead, centre);
+  } else {
+    if (tail_block) gram_block<JN, NV, true, false>(y, r0, r1, m, j, i0, tail, g, ahead, centre);
+    else gram_block<JN, NV, false, false>(y, r0, r1, m, j, i0, tail, g, ahead, centre);
+  }
 }
 
 // JN columns (1 to 4) by NV vectors (1 to 4), at most 8 accumulators.
 OOC_AVX2_FMA inline void gram_block_sized(int columns, int vectors, bool tail_block, const double* y, std::int64_t r0,
                                           std::int64_t r1, std::int64_t m, std::int64_t j, std::int64_t i0, __m256i tail,
-                                          double* g, std::int64_t ahead) {
+                                          double* g, std::int64_t ahead, const double* centre) {
 #define OOC_GRAM_CASE(JN, NV) \
-  case JN * 8 + NV: return gram_block_of<JN, NV>(tail_block, y, r0, r1, m, j, i0, tail, g, ahead);
+  case JN * 8 + NV: return gram_block_of<JN, NV>(tail_block, y, r0, r1, m, j, i0, tail, g, ahead, centre);
   switch (columns * 8 + vectors) {
     OOC_GRAM_CASE(1, 1) OOC_GRAM_CASE(1, 2) OOC_GRAM_CASE(1, 3) OOC_GRAM_CASE(1, 4)
     OOC_GRAM_CASE(2, 1) OOC_GRAM_CASE(2, 2) OOC_GRAM_CASE(2, 3) OOC_GRAM_CASE(2, 4)
@@ -97,7 +118,7 @@ OOC_AVX2_FMA inline void gram_block_sized(int columns, int vectors, bool tail_bl
 // columns at once, so that every block has enough independent sums to hide the latency of
 // its fused multiply-adds.
 OOC_AVX2_FMA inline void gram_quad(const double* y, std::int64_t r0, std::int64_t r1, std::int64_t m, std::int64_t j,
-                                   __m256i tail, double* g, std::int64_t ahead) {
+                                   __m256i tail, double* g, std::int64_t ahead, const double* centre) {
   const std::int64_t vectors = (m + 3) / 4;
   const bool ragged = m % 4 != 0;
   const int columns = static_cast<int>(std::min<std::int64_t>(4, m - j));
@@ -108,18 +129,18 @@ OOC_AVX2_FMA inline void gram_quad(const double* y, std::int64_t r0, std::int64_
       const bool tail_block = ragged && v + count == vectors;
       for (int c = 0; c < columns; c += 2)
         gram_block_sized(std::min(2, columns - c), count, tail_block, y, r0, r1, m, j + c, 4 * v, tail, g,
-                         std::exchange(ahead, 0));
+                         std::exchange(ahead, 0), centre);
       v += count;
     } else {
-      gram_block_sized(columns, left, ragged, y, r0, r1, m, j, 4 * v, tail, g, std::exchange(ahead, 0));
+      gram_block_sized(columns, left, ragged, y, r0, r1, m, j, 4 * v, tail, g, std::exchange(ahead, 0), centre);
       v += left;
     }
   }
 }
 
-OOC_AVX2_FMA void gram_avx2(const double* y, std::int64_t rows, std::int64_t m, double* g) {
+OOC_AVX2_FMA void gram_avx2(const double* y, std::int64_t rows, std::int64_t m, double* g, const double* centre) {
   const std::int64_t left = m % 4 == 0 ? 4 : m % 4;
-  const __m256i tail = _mm256_setr_epi64x(-1, left > 1 ? -1 : 0, left > 2 ? -1 : 0, 0);
+  const __m256i tail = tail_mask(left);
   // Rows per band: about 16 KiB of y, which every block of the band reads again from L1.
   const std::int64_t band = std::max<std::int64_t>(8, 2048 / m);
   for (std::int64_t r0 = 0; r0 < rows; r0 += band) {
@@ -127,38 +148,29 @@ OOC_AVX2_FMA void gram_avx2(const double* y, std::int64_t rows, std::int64_t m, 
     // The first block of a band asks for the next band's rows, which arrive while the
     // band's other blocks compute.
     const std::int64_t ahead = r1 + (r1 - r0) <= rows ? r1 - r0 : 0;
-    for (std::int64_t j = 0; j < m; j += 4) gram_quad(y, r0, r1, m, j, tail, g, j == 0 ? ahead : 0);
+    for (std::int64_t j = 0; j < m; j += 4) gram_quad(y, r0, r1, m, j, tail, g, j == 0 ? ahead : 0, centre);
   }
 }
 
-OOC_AVX2_FMA void centre_avx2(const double* y, std::int64_t rows, std::int64_t m, const double* shift, double* out,
-                              double* mean) {
+// mean = the mean over the rows of y - shift, each column summed in row order.
+OOC_AVX2_FMA void shifted_means_avx2(const double* y, std::int64_t rows, std::int64_t m, const double* shift,
+                                     double* mean) {
   const std::int64_t left = m % 4 == 0 ? 4 : m % 4;
-  const __m256i tail = _mm256_setr_epi64x(-1, left > 1 ? -1 : 0, left > 2 ? -1 : 0, 0);
+  const __m256i tail = tail_mask(left);
   const std::int64_t whole = m - left;  // columns in unmasked vectors
   for (std::int64_t i = 0; i < m; ++i) mean[i] = 0.0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const double* row = y + r * m;
-    double* to = out + r * m;
     std::int64_t i = 0;
     for (; i < whole; i += 4) {
       const __m256d d = _mm256_sub_pd(_mm256_loadu_pd(row + i), _mm256_loadu_pd(shift + i));
-      _mm256_storeu_pd(to + i, d);
       _mm256_storeu_pd(mean + i, _mm256_add_pd(_mm256_loadu_pd(mean + i), d));
     }
     const __m256d d = _mm256_sub_pd(_mm256_maskload_pd(row + i, tail), _mm256_maskload_pd(shift + i, tail));
-    _mm256_maskstore_pd(to + i, tail, d);
     _mm256_maskstore_pd(mean + i, tail, _mm256_add_pd(_mm256_maskload_pd(mean + i, tail), d));
   }
   const double count = static_cast<double>(rows);
   for (std::int64_t i = 0; i < m; ++i) mean[i] /= count;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double* to = out + r * m;
-    std::int64_t i = 0;
-    for (; i < whole; i += 4)
-      _mm256_storeu_pd(to + i, _mm256_sub_pd(_mm256_loadu_pd(to + i), _mm256_loadu_pd(mean + i)));
-    _mm256_maskstore_pd(to + i, tail, _mm256_sub_pd(_mm256_maskload_pd(to + i, tail), _mm256_maskload_pd(mean + i, tail)));
-  }
 }
 
 #undef OOC_AVX2_FMA
@@ -174,24 +186,24 @@ bool cpu_has_avx2_fma() {
 
 }  // namespace
 
-bool add_gram_of_rows(const double* y, std::int64_t rows, std::int64_t m, double* g) {
+bool add_gram_of_rows(const double* y, std::int64_t rows, std::int64_t m, double* g, const double* centre) {
   static const bool usable = cpu_has_avx2_fma();
   if (!usable || m <= 0) return false;
-  gram_avx2(y, rows, m, g);
+  gram_avx2(y, rows, m, g, centre);
   return true;
 }
 
-bool centre_rows(const double* y, std::int64_t rows, std::int64_t m, const double* shift, double* out, double* mean) {
+bool shifted_means(const double* y, std::int64_t rows, std::int64_t m, const double* shift, double* mean) {
   static const bool usable = cpu_has_avx2_fma();
   if (!usable || m <= 0 || rows <= 0) return false;
-  centre_avx2(y, rows, m, shift, out, mean);
+  shifted_means_avx2(y, rows, m, shift, mean);
   return true;
 }
 
 #else
 
-bool add_gram_of_rows(const double*, std::int64_t, std::int64_t, double*) { return false; }
-bool centre_rows(const double*, std::int64_t, std::int64_t, const double*, double*, double*) { return false; }
+bool add_gram_of_rows(const double*, std::int64_t, std::int64_t, double*, const double*) { return false; }
+bool shifted_means(const double*, std::int64_t, std::int64_t, const double*, double*) { return false; }
 
 #endif
 

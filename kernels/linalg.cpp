@@ -269,21 +269,25 @@ Moments moments(const MappedArray& x, const Layout& layout, const PipelineOption
   stream_chunks<double, Moments>(
       x, layout, options,
       [&](const auto& y, std::int64_t) {
-        // In y's own storage order: a contiguous, vectorised copy, then the product's pass.
         using Stored = Eigen::Matrix<double, Dynamic, Dynamic, std::decay_t<decltype(y)>::IsRowMajor ? Eigen::RowMajor : Eigen::ColMajor>;
+        Moments part{y.rows(), VectorXd(m), MatrixXd::Zero(m, m)};
+        if constexpr (std::decay_t<decltype(y)>::IsRowMajor) {
+          // The chunk's mean, then its product centred on shift + mean as it is read
+          // again from cache: co-moments about a centre off by the rounding of that sum
+          // (an ulp of the shift) differ from the exact ones by count·ulp², nothing.
+          if (kernel::shifted_means(y.data(), y.rows(), m, shift.data(), part.mean.data())) {
+            const VectorXd centre = shift + part.mean;
+            kernel::add_gram_of_rows(y.data(), y.rows(), m, part.comoment.data(), centre.data());
+            return part;
+          }
+        }
+        // Otherwise a centred copy in y's own storage order (contiguous, vectorised),
+        // then the product's pass.
         thread_local Stored centred;
-        Eigen::RowVectorXd mean(m);
-        bool done = false;
-        if constexpr (Stored::IsRowMajor) {
-          centred.resize(y.rows(), m);
-          done = kernel::centre_rows(y.data(), y.rows(), m, shift.data(), centred.data(), mean.data());
-        }
-        if (!done) {
-          centred = y.rowwise() - shift.transpose();
-          mean = centred.colwise().sum() / static_cast<double>(y.rows());
-          centred.rowwise() -= mean;
-        }
-        Moments part{y.rows(), mean.transpose(), MatrixXd::Zero(m, m)};
+        centred = y.rowwise() - shift.transpose();
+        const Eigen::RowVectorXd mean = centred.colwise().sum() / static_cast<double>(y.rows());
+        centred.rowwise() -= mean;
+        part.mean = mean.transpose();
         add_chunk_gram(centred, part.comoment);
         return part;
       },

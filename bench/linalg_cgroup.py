@@ -13,13 +13,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
-from memory_cgroup import MemoryGroup, drop_from_page_cache  # noqa: E402
+from memory_cgroup import drop_from_page_cache, run_cold_in_group  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--dir", default="/tmp/ooc-linalg-cgroup")
@@ -57,19 +56,6 @@ def probe_gbps():
     return max(json.loads(line)["gbps"] for line in lines if line.startswith("{"))
 
 
-def in_group(command):
-    """(seconds, completed process, group peak) of oocrun COMMAND, cold, in the memory group."""
-    drop_from_page_cache(x_path, all_caches=True)
-    with MemoryGroup(limit, "ooc-linalg-bench") as group:
-        def enter():
-            with open(group.procs, "w") as f:
-                f.write(f"{os.getpid()}\n")
-        start = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", oocrun, *command], capture_output=True, text=True,
-                              preexec_fn=enter)
-        return time.perf_counter() - start, done, group.peak()
-
-
 commands = {"cov": (["linalg", "cov", x_path, "--json"], x_bytes),
             "svd": (["linalg", "svd", x_path, "--json"], x_bytes),
             "lstsq": (["linalg", "lstsq", x_path, y_path, "--json"], x_bytes + y_bytes)}
@@ -78,11 +64,10 @@ for _ in range(args.reps):
     for op in results:
         command, nbytes = commands[op]
         limit_gbps = probe_gbps()
-        seconds, done, group_peak = in_group(command)
+        seconds, done, rss_kib, group_peak = run_cold_in_group(limit, [oocrun, *command], x_path, "ooc-linalg-bench")
         if done.returncode:
             sys.exit(f"oocrun {op} failed: {done.stderr}")
-        rss = int(done.stderr.strip().splitlines()[-1]) / 1024
-        results[op].append((seconds, nbytes / seconds / 1e9, limit_gbps, rss, group_peak / 2**20))
+        results[op].append((seconds, nbytes / seconds / 1e9, limit_gbps, rss_kib / 1024, group_peak / 2**20))
 if not args.keep:
     os.remove(x_path)
     os.remove(y_path)

@@ -10,7 +10,6 @@ Run from the repository root after a build:
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -18,7 +17,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
-from memory_cgroup import MemoryGroup, drop_from_page_cache  # noqa: E402
+from memory_cgroup import drop_from_page_cache, run_cold_in_group  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--dir", default="/tmp/ooc-sort-bench")
@@ -62,22 +61,13 @@ floor = 2 * read_s + 2 * write_s
 
 
 def in_group(command):
-    """(seconds, completed process, group peak) of oocrun COMMAND, cold, in the memory group."""
-    drop_from_page_cache(x, all_caches=True)
-    with MemoryGroup(limit, "ooc-sort-bench") as group:
-        def enter():
-            with open(group.procs, "w") as f:
-                f.write(f"{os.getpid()}\n")
-        start = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", args.oocrun, *command], capture_output=True, text=True,
-                              preexec_fn=enter)
-        return time.perf_counter() - start, done, group.peak()
+    """(seconds, completed process, peak RSS KiB, group peak) of oocrun COMMAND, cold, in the memory group."""
+    return run_cold_in_group(limit, [args.oocrun, *command], x, "ooc-sort-bench")
 
 
-sort_s, p, peak = in_group(["sort", x, "-o", s, "--axis", "none", "--json"])
+sort_s, p, rss_kib, peak = in_group(["sort", x, "-o", s, "--axis", "none", "--json"])
 if p.returncode:
     sys.exit(f"oocrun sort failed: {p.stderr}")
-rss_kib = int(p.stderr.strip().splitlines()[-1])
 out = np.load(s, mmap_mode="r")
 assert out.shape == (n,)
 last = -np.inf
@@ -87,7 +77,7 @@ for i in range(0, n, chunk):
     last = piece[-1]
 median_row = []
 for op in ("median", "quantile:0.01,0.5,0.99"):
-    seconds, done, group_peak = in_group(["reduce", op, x, "--json"])
+    seconds, done, op_rss_kib, group_peak = in_group(["reduce", op, x, "--json"])
     if done.returncode:
         sys.exit(f"oocrun reduce {op} failed: {done.stderr}")
     value = json.loads(done.stdout.splitlines()[0])["value"]
@@ -95,7 +85,7 @@ for op in ("median", "quantile:0.01,0.5,0.99"):
         assert value == (float(out[n // 2 - 1]) + float(out[n // 2])) / 2 or n % 2, (value, out[n // 2 - 1:n // 2 + 1])
     median_row.append(f"| {op} of {args.gib:g} GiB float64, cold, {args.limit} cgroup | {seconds:.1f} s | "
                       f"{seconds / read_s:.2f}x one cold read | peak RSS "
-                      f"{int(done.stderr.strip().splitlines()[-1]) / 1024:.0f} MiB | cgroup peak {group_peak / 2**20:.0f} MiB |")
+                      f"{op_rss_kib / 1024:.0f} MiB | cgroup peak {group_peak / 2**20:.0f} MiB |")
 del out
 if not args.keep:
     os.remove(s)

@@ -11,6 +11,7 @@ with it, the bench notes it.
 """
 import errno
 import os
+import subprocess
 import sys
 import time
 
@@ -67,6 +68,26 @@ def drop_from_page_cache(path, all_caches=False):
                 f.write("1\n")
         except OSError:
             pass
+
+
+def run_cold_in_group(limit, command, cold, name="ooc-bench"):
+    """Runs `command` (a list) inside a fresh memory group of `limit` bytes, `cold`'s pages
+    (and the machine's clean ones) dropped first. Returns (seconds, CompletedProcess with
+    text output, peak RSS in KiB from GNU time, the group's peak in bytes); GNU time's line
+    is taken off the process's stderr."""
+    drop_from_page_cache(cold, all_caches=True)
+    with MemoryGroup(limit, name) as group:
+        def enter():
+            with open(group.procs, "w") as f:
+                f.write(f"{os.getpid()}\n")
+        start = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True,
+                              preexec_fn=enter)
+        seconds = time.perf_counter() - start
+        lines = done.stderr.rstrip("\n").splitlines()
+        rss_kib = int(lines[-1]) if lines and lines[-1].isdigit() else 0
+        done.stderr = "\n".join(lines[:-1]) + ("\n" if len(lines) > 1 else "")
+        return seconds, done, rss_kib, group.peak()
 
 
 class MemoryGroup:

@@ -4,8 +4,10 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -96,6 +98,26 @@ def sweep(*dimensions, valid=None):
             kept.append(row)
             missing -= cells(row)
     return kept
+
+
+def wait_until_signals_blocked(p, timeout=60):
+    """Waits until process p blocks SIGINT, SIGTERM and SIGHUP, which oocrun does at the
+    first code of its own it runs (.preinit_array, src/cli/signal_watch.cpp). A signal sent
+    before, while the dynamic loader maps its libraries (0.05-0.1 s on a loaded machine),
+    meets the default action and ends it with no word, as it would any program not yet
+    started. Returns whether p got there before exiting."""
+    wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
+    deadline = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                for line in f:
+                    if line.startswith("SigBlk:") and int(line.split()[1], 16) & wanted == wanted:
+                        return True
+        except OSError:
+            pass
+        time.sleep(0.001)
+    return False
 
 
 def run(*args, check=True, environment=None):

@@ -17,7 +17,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import DTYPES, OOCRUN, run, sweep  # noqa: E402
+from ooctest import DTYPES, OOCRUN, run, sweep, wait_until_signals_blocked  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.environ.get("OOC_BUILD_DIR", "build"), "python"))
 try:
@@ -217,7 +217,8 @@ class CliSweep(Case):
 
     def test_interrupted_or_killed_sort_leaves_nothing_behind(self):
         """Ctrl-C: exit 130, no output; kill -9: the runs' file was never named, and the
-        output's temporary is removed by the next run of the same command."""
+        output's temporary is removed by the next run of the same command. The delays count
+        from oocrun's start (its signals blocked), not from the fork."""
         np.save(self.path("a.npy"), sample("<f8", (3_000_000,), 5))
         expected = np.sort(np.load(self.path("a.npy")), kind="stable")
         cmd = [OOCRUN, "sort", "a.npy", "-o", "o.npy", "--axis", "none", "--memory", "4M", "--threads", "2"]
@@ -226,6 +227,7 @@ class CliSweep(Case):
                 if os.path.exists(self.path("o.npy")):
                     os.remove(self.path("o.npy"))
                 p = subprocess.Popen(cmd, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                wait_until_signals_blocked(p)  # CI failed a SIGINT sent while the libraries loaded
                 time.sleep(delay)
                 p.send_signal(sig)
                 _, err = p.communicate()

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ooctest import OOCRUN, TYPES, byte_order_applies, mount_small_tmpfs, run, same_bits, sample, sweep, with_byte_order  # noqa: E402
+from ooctest import (OOCRUN, TYPES, byte_order_applies, mount_small_tmpfs, run, same_bits, sample, sweep,  # noqa: E402
+                     wait_until_signals_blocked, with_byte_order)
 
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
@@ -272,6 +273,7 @@ def test_cancelled_or_killed_run_leaves_nothing(tmp_path):
         for delay in (0.6, 0.3, 0.15, 0.05):
             p = subprocess.Popen([OOCRUN, "copy", tmp_path / "big.npy", "-o", out, "--compression", "zstd:9",
                                   "--threads", "1", "--tile-bytes", "4M"], stderr=subprocess.PIPE, text=True)
+            wait_until_signals_blocked(p)
             time.sleep(delay)
             p.send_signal(sig)
             _, err = p.communicate(timeout=120)

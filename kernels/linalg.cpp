@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <span>
 #include <string>
@@ -634,11 +635,22 @@ MatrixXd tsqr_r_beside(const MappedArray& x, const Layout& xl, const MappedArray
   read_options.tiles = TileRange{};
   const int threads = detail::resolve_threads(options.threads);
   MatrixXd total(0, columns);
-  std::vector<std::byte> raw_x, raw_y;
-  for (std::int64_t begin = 0; begin < n; begin += batch) {
+  // Two slots: the next batch is read on a thread of its own while this one's chunks are
+  // factored (read, then compute, left a core idle in each and the disk idle in the other).
+  std::vector<std::byte> raw_xs[2], raw_ys[2];
+  auto read_slot = [&](int slot, std::int64_t begin) {
     const std::int64_t size = std::min(batch, n - begin);
-    read_batch(x, xl, begin, size, raw_x, read_options);
-    read_batch(y, yl, begin, size, raw_y, read_options);
+    read_batch(x, xl, begin, size, raw_xs[slot], read_options);
+    read_batch(y, yl, begin, size, raw_ys[slot], read_options);
+  };
+  if (n > 0) read_slot(0, 0);
+  for (std::int64_t begin = 0, slot = 0; begin < n; begin += batch, slot ^= 1) {
+    const std::int64_t size = std::min(batch, n - begin);
+    // Waited for by its destructor too, should this batch throw.
+    std::future<void> next;
+    if (begin + batch < n) next = std::async(std::launch::async, read_slot, static_cast<int>(slot ^ 1), begin + batch);
+    const std::vector<std::byte>& raw_x = raw_xs[slot];
+    const std::vector<std::byte>& raw_y = raw_ys[slot];
     const std::int64_t chunks = (size + k - 1) / k;
     std::vector<MatrixXd> parts(static_cast<std::size_t>(chunks));
     detail::run_in_arena(threads, [&] {
@@ -652,6 +664,7 @@ MatrixXd tsqr_r_beside(const MappedArray& x, const Layout& xl, const MappedArray
       });
     });
     for (MatrixXd& part : parts) total = fold_step(std::move(total), std::move(part));
+    if (next.valid()) next.get();  // the next batch's read errors, here
     if (options.cancel != nullptr && options.cancel->load()) throw Cancelled(x.path(), "cancelled");
   }
   return total;
